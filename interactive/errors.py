@@ -1,0 +1,42 @@
+"""podcode's exceptions: one small hierarchy, each error naming what was wrong."""
+
+from __future__ import annotations
+
+
+class PodcodeError(Exception):
+    """Base class of every error podcode raises on purpose."""
+
+
+class SettingError(PodcodeError, ValueError):
+    """A setting (decorator argument or ``PODCODE_*`` variable) has a bad value."""
+
+    def __init__(self, name: str, value: object, reason: str) -> None:
+        self.name = name
+        self.value = value
+        self.reason = reason
+        env = f"PODCODE_{name.upper()}"
+        super().__init__(f"podcode setting {name!r} (or {env}) = {value!r}: {reason}")
+
+
+class InputsError(PodcodeError):
+    """Captured inputs are missing, incomplete or unreadable."""
+
+
+class SessionError(PodcodeError):
+    """A debug session could not be opened or driven."""
+
+
+class ResumeConflict(SessionError):
+    """Resume was asked for while the task is already running."""
+
+
+class Reaped(PodcodeError):
+    """The session was cleaned up after being idle; the decorated call raises this."""
+
+    def __init__(self, message: str, saved_edits: str | None = None) -> None:
+        super().__init__(message)
+        self.saved_edits = saved_edits
+
+
+class Preempted(PodcodeError):
+    """The pod was told to stop (SIGTERM) while the session waited."""

@@ -1,0 +1,76 @@
+"""The session's shared, observable state (what ``GET /api/status`` shows)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from interactive.types import Clock, system_clock
+
+STATES = ("running", "waiting", "resuming", "warned", "reaping", "done", "failed")
+
+
+@dataclass
+class SessionState:
+    """Mutable state of one session, shared by the API, the monitor and the waiter.
+
+    Times are wall-clock seconds since the epoch (``clock()``).
+    """
+
+    task: str
+    clock: Clock = system_clock
+    state: str = "running"
+    error: str | None = None
+    attempt: int = 0
+    owner: str | None = None
+    last_activity: float = 0.0
+    """When the user (or their code) was last seen active."""
+    reap_at: float | None = None
+    """When cleanup will happen; set once a warning is sent."""
+    keepalive_until: float = 0.0
+    """No warning before this time (``POST /api/keepalive``)."""
+    gpu_utilization: float | None = None
+    """Last NVML reading in percent, None without a GPU."""
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know (no owner, no SMTP, API refused...)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.last_activity:
+            self.last_activity = self.clock()
+
+    def set(self, **changes: Any) -> None:
+        with self._lock:
+            for name, value in changes.items():
+                if name == "state" and value not in STATES:
+                    raise ValueError(f"unknown session state {value!r}")
+                setattr(self, name, value)
+
+    def touch(self, when: float | None = None) -> None:
+        """Record activity now (or at ``when``)."""
+        with self._lock:
+            self.last_activity = max(self.last_activity, self.clock() if when is None else when)
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            if text not in self.notes:
+                self.notes.append(text)
+
+    def idle_seconds(self) -> float:
+        return max(0.0, self.clock() - self.last_activity)
+
+    def status(self) -> dict[str, Any]:
+        """The JSON body of ``GET /api/status``."""
+        with self._lock:
+            return {
+                "state": self.state,
+                "task": self.task,
+                "error": self.error,
+                "attempt": self.attempt,
+                "idle_seconds": round(max(0.0, self.clock() - self.last_activity), 1),
+                "reap_at": self.reap_at,
+                "owner": self.owner,
+                "gpu_utilization": self.gpu_utilization,
+                "notes": list(self.notes),
+            }
