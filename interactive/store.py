@@ -63,7 +63,8 @@ class StoreError(PodcodeError):
         self.url = url
         self.path = path
         self.reason = reason
-        super().__init__(f"podcode store {url!r}: cannot {reason} {path!r}. {advice}")
+        what = repr(path) if path else "it"
+        super().__init__(f"podcode store {url!r} (PODCODE_STORE): cannot {reason} {what}. {advice}")
 
 
 def store_url(environ: Mapping[str, str] | None = None) -> str:
@@ -100,7 +101,7 @@ def _remote_fs(url: str) -> Any:
     except ImportError as exc:
         extra = EXTRAS.get(protocol, f"the fsspec driver for {protocol}://")
         raise StoreError(
-            url, "", "open", f"Install {extra}: pip install {extra.split(' ')[0]} ({exc})"
+            url, "", "open", f"Install {extra}: pip install '{extra.split(' ')[0]}' ({exc})."
         ) from exc
     except ValueError as exc:
         raise StoreError(url, "", "open", f"Check PODCODE_STORE ({exc}).") from exc
