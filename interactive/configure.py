@@ -1,0 +1,91 @@
+"""Write the debug configurations into the workspace's ``.vscode`` folder."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from interactive.capture import task_slug
+from vscode_config import vscode
+
+log = logging.getLogger(__name__)
+
+SESSION_FILE = "podcode-session.json"
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """Where a task's code lives."""
+
+    name: str
+    """``module.qualname``."""
+    module: str
+    qualname: str
+    source: str | None
+
+
+def _read_json(path: Path) -> Any:
+    """The file's JSON (comments allowed); a file we cannot parse is kept as a backup."""
+    if not path.exists():
+        return None
+    try:
+        return vscode.parse_jsonc(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        backup = path.with_name(path.name + ".podcode-backup")
+        path.replace(backup)
+        log.warning("could not parse %s (%s); kept it as %s", path, exc, backup)
+        return None
+
+
+def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
+    """Atomically write ``data`` as JSON with ``mode`` (created with it, never wider)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+    os.chmod(temp, mode)
+    temp.replace(path)
+
+
+def write_configurations(
+    workspace: Path, task: TaskRef, *, home: Path, debug: tuple[str, int], control: dict[str, str]
+) -> Path:
+    """Render launch.json, settings.json, the re-run script and the companion's session file."""
+    folder = workspace / ".vscode"
+    (folder / "podcode").mkdir(parents=True, exist_ok=True)
+    script = folder / "podcode" / f"rerun_{task_slug(task.name)}.py"
+    script.write_text(
+        vscode.rerun_script(
+            task=task.name, module=task.module, qualname=task.qualname,
+            source=task.source or "", workspace=str(workspace),
+        ),
+        encoding="utf-8",
+    )
+    ours = vscode.launch_configurations(
+        task_name=task.qualname, debug_host=debug[0], debug_port=debug[1], workspace=str(workspace),
+        rerun_script=str(script), python=sys.executable, home=str(home),
+    )
+    launch = folder / "launch.json"
+    write_json(launch, vscode.merge_launch(_read_json(launch), ours))
+    settings = folder / "settings.json"
+    ours_settings = vscode.workspace_settings(python=sys.executable)
+    write_json(settings, vscode.merge_settings(_read_json(settings), ours_settings))
+    write_json(folder / SESSION_FILE, {**control, "task": task.name}, mode=0o600)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(f"# written by podcode: session secrets and generated scripts\n{SESSION_FILE}\npodcode/\n")
+    return launch
+
+
+def remove_session_file(workspace: Path) -> None:
+    """The companion's token is useless once the session ends: remove it."""
+    try:
+        (workspace / ".vscode" / SESSION_FILE).unlink()
+    except FileNotFoundError:
+        pass

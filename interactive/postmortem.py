@@ -1,0 +1,85 @@
+"""Live post-mortem through debugpy: an attaching client stops in the failed frame.
+
+debugpy can listen once per process, so the listener is shared by every
+session of the process. A dedicated thread presents the exception: when a
+client attaches it calls ``debugpy.trigger_exception_handler`` with the kept
+traceback (the client sees the failed frames and their locals); when the
+client continues or disconnects, it waits for the next client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from interactive.types import ExcInfo
+
+log = logging.getLogger(__name__)
+
+_listening: tuple[str, int] | None = None
+_listen_lock = threading.Lock()
+
+
+def listen(host: str, port: int) -> tuple[str, int]:
+    """Start debugpy's listener once; later calls return where it listens."""
+    global _listening
+    with _listen_lock:
+        if _listening is None:
+            # Read by debugpy at import: silence its warning about frozen stdlib modules,
+            # which only matters for breakpoints inside the standard library.
+            os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+            import debugpy
+
+            debugpy.configure(subProcess=False)
+            endpoint = debugpy.listen((host, port), in_process_debug_adapter=True)
+            _listening = (str(endpoint[0]), int(endpoint[1]))
+            log.info("debugpy listens on %s:%d", *_listening)
+        return _listening
+
+
+class PostMortem:
+    """Presents one exception to every client that attaches, until stopped."""
+
+    def __init__(self, poll_seconds: float = 0.25) -> None:
+        self._excinfo: ExcInfo | None = None
+        self._stop = threading.Event()
+        self._poll = poll_seconds
+        self._thread: threading.Thread | None = None
+        self.presented = 0
+        """How many times a client was shown the exception (for tests and logs)."""
+
+    def present(self, excinfo: ExcInfo | None) -> None:
+        """Show ``excinfo`` to clients from now on (None: nothing to show)."""
+        self._excinfo = excinfo
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="podcode-postmortem", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._excinfo = None
+        import debugpy
+
+        cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
+        if cancel is not None:
+            cancel()
+
+    def _serve(self) -> None:
+        import debugpy
+
+        while not self._stop.is_set():
+            debugpy.wait_for_client()
+            if self._stop.is_set():
+                return
+            excinfo = self._excinfo
+            if excinfo is not None and debugpy.is_client_connected():
+                self.presented += 1
+                log.info("debugger attached: stopping in the failed frame")
+                try:
+                    debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
+                except Exception:  # a debugger hiccup must not end the session
+                    log.exception("could not show the exception to the debugger")
+            while debugpy.is_client_connected() and not self._stop.wait(self._poll):
+                pass

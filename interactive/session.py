@@ -1,0 +1,194 @@
+"""One debug session: open it on a failure, wait for the engineer, close it.
+
+The session owns the collaborators (control API, debugpy post-mortem, IDE,
+monitor, pod) and the event loop they run on. The decorated call blocks in
+:meth:`Session.wait` on the main thread until a command arrives: resume,
+abort, reaped or preempted.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interactive import configure, postmortem, record
+from interactive.capture import CaptureReport, save_inputs
+from interactive.configure import TaskRef
+from interactive.control import ControlServer
+from interactive.errors import ResumeConflict
+from interactive.ide import Ide, start_ide
+from interactive.loop import LoopThread
+from interactive.ports import bind_free, free_port
+from interactive.settings import Settings, podcode_home
+from interactive.state import SessionState
+from interactive.types import Clock, ExcInfo, system_clock
+from interactive.workspace import Snapshot
+
+log = logging.getLogger(__name__)
+
+IDE_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Command:
+    """What the waiting task is told to do."""
+
+    kind: str  # "resume", "abort", "reaped", "preempted"
+    detail: Any = None
+
+
+@dataclass
+class Endpoints:
+    control_url: str = ""
+    debug: tuple[str, int] = ("127.0.0.1", 0)
+    code_server_url: str | None = None
+
+
+@dataclass
+class Session:
+    """A debug session for one task; opened once, re-armed if the fixed task fails again."""
+
+    task: TaskRef
+    settings: Settings
+    workspace: Path
+    home: Path = field(default_factory=podcode_home)
+    clock: Clock = system_clock
+    state: SessionState = field(init=False)
+    commands: queue.Queue[Command] = field(default_factory=queue.Queue)
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    capture: CaptureReport | None = None
+    snapshot: Snapshot | None = None
+    pod: Any = None
+    ide: Ide | None = None
+
+    def __post_init__(self) -> None:
+        self.state = SessionState(self.task.name, clock=self.clock, owner=self.settings.owner)
+        self.token = secrets.token_urlsafe(32)
+        self.password = secrets.token_urlsafe(18) if self.settings.auth == "password" else None
+        self._loop: LoopThread | None = None
+        self._control: ControlServer | None = None
+        self._postmortem = postmortem.PostMortem()
+
+    # -- the API's controls (called on the loop thread) -------------------------------
+    def resume(self) -> None:
+        if self.state.state not in ("waiting", "warned"):
+            raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
+        self.state.set(state="resuming", reap_at=None)
+        self.commands.put(Command("resume"))
+
+    def abort(self) -> None:
+        self.commands.put(Command("abort"))
+
+    def keepalive(self, seconds: float) -> float | None:
+        now = self.clock()
+        self.state.set(keepalive_until=max(self.state.keepalive_until, now + seconds), reap_at=None)
+        if self.state.state == "warned":
+            self.state.set(state="waiting")
+        self.state.touch(now)
+        return self.state.reap_at
+
+    # -- lifecycle (called on the main thread) -----------------------------------------
+    def open(self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Capture, configure, serve and record; returns once the session waits."""
+        started = time.perf_counter()
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._loop = LoopThread()
+        bind = self.settings.bind
+        control_sock = bind_free(bind, self.settings.control_port, "control_port")
+        ide_port = free_port(bind, self.settings.port, "port") if self.settings.ide != "none" else 0
+        self._control = ControlServer(self, self.token, control_sock)
+        self.endpoints.control_url = self._control.url
+        ide_future = self._loop.submit(
+            start_ide(self.settings, workspace=self.workspace, home=self.home, port=ide_port,
+                      password=self.password, control_url=self._control.url, token=self.token)
+        )
+        self._loop.call(self._control.start())
+        self.capture = save_inputs(self.task.name, fn, args, kwargs, self.home)
+        for name in self.capture.failed:
+            self.state.note(f"input {name!r} could not be saved; 'debug again' needs it supplied by hand")
+        self.snapshot = Snapshot.take(self.workspace)
+        debug_port = free_port(bind, self.settings.debug_port, "debug_port")
+        self.endpoints.debug = postmortem.listen(bind, debug_port)
+        configure.write_configurations(
+            self.workspace, self.task, home=self.home, debug=self.endpoints.debug,
+            control={"control_url": self._control.url, "token": self.token},
+        )
+        self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
+        self.endpoints.code_server_url = self.ide.url if self.ide else None
+        if self.ide is not None:
+            self._loop.spawn(self.ide.supervise(), "ide-supervisor")
+        self._arm(excinfo)
+        log.info(
+            "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
+            self.task.name, time.perf_counter() - started, self._control.url, *self.endpoints.debug,
+            f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
+        )
+
+    def _arm(self, excinfo: ExcInfo | None) -> None:
+        error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
+        self.state.set(state="waiting", error=error, attempt=self.state.attempt + 1, reap_at=None)
+        self.state.touch()
+        self._postmortem.present(excinfo)
+        self._record()
+
+    def reopen(self, excinfo: ExcInfo) -> None:
+        """The resumed task failed again: show the new exception, wait again."""
+        self._arm(excinfo)
+
+    def running(self) -> None:
+        self.state.set(state="running")
+        self._record()
+
+    def wait(self) -> Command:
+        """Block the calling (main) thread until a command arrives."""
+        debugpy = sys.modules.get("debugpy")
+        if debugpy is not None:
+            # Keep the waiting thread out of the debugger's "suspend all threads".
+            debugpy.trace_this_thread(False)
+        command = self.commands.get()
+        log.info("session for %s: %s", self.task.name, command.kind)
+        return command
+
+    def _record(self) -> None:
+        host, port = self.endpoints.debug
+        record.write_session(self.home, {
+            "state": self.state.state,
+            "task": self.task.name,
+            "error": self.state.error,
+            "attempt": self.state.attempt,
+            "workspace": str(self.workspace),
+            "control_url": self.endpoints.control_url,
+            "token": self.token,
+            "debug": {"host": host, "port": port},
+            "code_server_url": self.endpoints.code_server_url,
+            "password": self.password if self.endpoints.code_server_url else None,
+            "pid": os.getpid(),
+            "inputs": str(self.capture.folder) if self.capture else None,
+        })
+
+    def close(self, final_state: str) -> None:
+        """Stop everything this session started; safe to call twice."""
+        self.state.set(state=final_state)
+        self._postmortem.stop()
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            if self.ide is not None:
+                try:
+                    loop.call(self.ide.stop(), 30)
+                except Exception:
+                    log.exception("could not stop the IDE")
+            if self._control is not None:
+                loop.call(self._control.stop(), 10)
+            loop.stop()
+        configure.remove_session_file(self.workspace)
+        record.write_session(self.home, {
+            "state": final_state, "task": self.task.name, "error": self.state.error,
+            "workspace": str(self.workspace), "pid": os.getpid(),
+        })

@@ -1,0 +1,58 @@
+"""Render the workspace's ``.vscode`` files and merge them with the user's own."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from vscode_config.templates import render
+
+OURS = "podcode:"
+
+_TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
+
+
+def parse_jsonc(text: str) -> Any:
+    """Parse JSON with comments and trailing commas, as VS Code writes it."""
+
+    def keep_strings(match: re.Match[str]) -> str:
+        token = match.group(0)
+        return token if token.startswith('"') else ""
+
+    return json.loads(_TOKENS.sub(keep_strings, text))
+
+
+def launch_configurations(**values: object) -> dict[str, Any]:
+    """Our launch.json, from ``launch.json.j2`` (every value is required)."""
+    rendered: dict[str, Any] = json.loads(render("launch.json.j2", **values))
+    return rendered
+
+
+def workspace_settings(**values: object) -> dict[str, Any]:
+    rendered: dict[str, Any] = json.loads(render("settings.json.j2", **values))
+    return rendered
+
+
+def merge_launch(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
+    """The user's configurations kept in order, ours (names starting ``podcode:``) replaced."""
+    merged = dict(existing) if isinstance(existing, dict) else {}
+    merged.setdefault("version", ours["version"])
+    theirs = merged.get("configurations")
+    theirs = theirs if isinstance(theirs, list) else []
+    kept = [c for c in theirs if not (isinstance(c, dict) and str(c.get("name", "")).startswith(OURS))]
+    merged["configurations"] = kept + ours["configurations"]
+    return merged
+
+
+def merge_settings(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
+    """The user's settings win except the interpreter, which must be the running one."""
+    merged = dict(ours)
+    if isinstance(existing, dict):
+        merged.update(existing)
+    merged["python.defaultInterpreterPath"] = ours["python.defaultInterpreterPath"]
+    return merged
+
+
+def rerun_script(**values: object) -> str:
+    return render("rerun.py.j2", **values)
