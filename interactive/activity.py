@@ -1,0 +1,340 @@
+"""Activity samplers: files in the workspace, CPU of the user's processes, GPU use.
+
+Each sampler answers ``sample(now) -> Sample`` and never raises for an
+ordinary condition (a process that vanished, no GPU). The first reading of a
+sampler is its baseline and never counts as activity. Samplers are blocking
+and cheap; the monitor runs them on its own thread.
+
+What is *not* activity: an open but untouched browser tab (code-server's
+heartbeat file is touched as long as any tab is open, so it is never read),
+podcode's own threads, debugpy's threads and code-server's own processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+
+from interactive.idle import Sample
+from interactive.types import Environ
+from interactive.workspace import SKIP_DIRS
+
+logger = logging.getLogger(__name__)
+
+MAX_FILES = 20000
+"""Files stamped per workspace scan; a larger tree is watched in part (logged once)."""
+OWN_THREAD_PREFIXES = ("podcode", "pydevd")
+"""Python threads whose CPU is podcode's or debugpy's, never the user's."""
+SCOPES = ("user", "tree")
+
+
+class Sampler(Protocol):
+    """One source of activity."""
+
+    def sample(self, now: float) -> Sample: ...
+
+
+# -- workspace files -------------------------------------------------------------
+
+
+@dataclass
+class FileSampler:
+    """Active when any file under ``root`` was added, changed or removed since last time.
+
+    Stat-based and bounded: tool folders (``.git``, ``node_modules``,
+    ``__pycache__``...) are skipped, symbolic links are not followed and at most
+    ``max_files`` files are looked at. Keeps one number per scan, not a list.
+    """
+
+    root: Path
+    max_files: int = MAX_FILES
+    skip: frozenset[str] = SKIP_DIRS
+    _signature: int | None = field(default=None, init=False)
+    _warned: bool = field(default=False, init=False)
+
+    def sample(self, now: float) -> Sample:
+        signature, count = self._scan()
+        changed = self._signature is not None and signature != self._signature
+        self._signature = signature
+        return Sample("files", changed, float(count), "workspace files changed" if changed else "")
+
+    def _scan(self) -> tuple[int, int]:
+        signature = count = 0
+        for rel, stat in self._files():
+            signature ^= hash((rel, stat.st_mtime_ns, stat.st_size))
+            count += 1
+        return signature, count
+
+    def _files(self) -> Iterator[tuple[str, os.stat_result]]:
+        count = 0
+        stack = [""]
+        while stack:
+            rel_dir = stack.pop()
+            try:
+                entries = list(os.scandir(os.path.join(self.root, rel_dir)))
+            except OSError:
+                continue
+            for entry in entries:
+                rel = os.path.join(rel_dir, entry.name)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in self.skip:
+                            stack.append(rel)
+                        continue
+                    stat = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                count += 1
+                if count > self.max_files:
+                    self._warn_bounded()
+                    return
+                yield rel, stat
+
+    def _warn_bounded(self) -> None:
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "workspace %s has over %d files; only the first %d are watched for changes",
+                self.root, self.max_files, self.max_files,
+            )
+
+
+# -- CPU of the user's processes -------------------------------------------------
+
+
+Key = tuple[str, int, float]
+"""("proc", pid, create_time), ("thread", tid, 0) or ("children", pid, 0)."""
+
+
+@dataclass
+class CpuSampler:
+    """Active when the user's processes used more than ``idle_percent`` of one CPU.
+
+    Counted: this process's threads except podcode's and debugpy's own (named
+    ``podcode*`` / ``pydevd*``) and the sampling thread; its finished children;
+    and other processes: every process of the same user (``scope="user"``, for a
+    pod, where that is the task's container) or only this process's descendants
+    (``scope="tree"``, on a shared machine). Not counted: code-server's own
+    processes, the descendants of ``ide_pids()`` that run code-server's own
+    executable. A shell, a debug re-run or a training run started from the
+    IDE's terminal runs another executable and counts.
+    """
+
+    idle_percent: float
+    ide_pids: Callable[[], Sequence[int]] = tuple
+    scope: str = "user"
+    own_pid: int = field(default_factory=os.getpid)
+    _last: dict[Key, float] | None = field(default=None, init=False)
+    _last_now: float = field(default=0.0, init=False)
+    _last_wall: float = field(default=0.0, init=False)
+    _ide_exes: dict[int, str | None] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ValueError(f"CpuSampler scope {self.scope!r}: expected one of {SCOPES}")
+
+    def sample(self, now: float) -> Sample:
+        wall = time.time()
+        used = self.measure()
+        previous, self._last = self._last, used
+        previous_now, self._last_now = self._last_now, now
+        previous_wall, self._last_wall = self._last_wall, wall
+        if previous is None or now <= previous_now:
+            return Sample("cpu", False, None, "")
+        seconds = sum(_delta(key, cpu, previous, previous_wall) for key, cpu in used.items())
+        percent = 100.0 * seconds / (now - previous_now)
+        active = percent > self.idle_percent
+        return Sample("cpu", active, percent, f"CPU {percent:.1f}%" if active else "")
+
+    def measure(self) -> dict[Key, float]:
+        """CPU seconds used so far by everything that counts, per thread or process."""
+        used = self._own_threads()
+        children = os.times()
+        used[("children", self.own_pid, 0.0)] = children.children_user + children.children_system
+        excluded = self._ide_processes() | {self.own_pid}
+        for proc in self._candidates():
+            try:
+                if proc.pid in excluded:
+                    continue
+                times = proc.cpu_times()
+                used[("proc", proc.pid, proc.create_time())] = times.user + times.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return used
+
+    def _own_threads(self) -> dict[Key, float]:
+        own = {
+            thread.native_id
+            for thread in threading.enumerate()
+            if thread.name.startswith(OWN_THREAD_PREFIXES)
+        }
+        own.add(threading.get_native_id())
+        try:
+            threads = psutil.Process(self.own_pid).threads()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return {}
+        return {
+            ("thread", t.id, 0.0): t.user_time + t.system_time for t in threads if t.id not in own
+        }
+
+    def _candidates(self) -> list[psutil.Process]:
+        if self.scope == "tree":
+            try:
+                return list(psutil.Process(self.own_pid).children(recursive=True))
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                return []
+        uid = os.getuid()
+        found = []
+        for proc in psutil.process_iter(["uids"]):
+            uids = proc.info.get("uids")
+            if uids is not None and uids.real == uid:
+                found.append(proc)
+        return found
+
+    def _ide_processes(self) -> set[int]:
+        """code-server's own processes: its roots and their descendants on its executable."""
+        excluded: set[int] = set()
+        for pid in self.ide_pids():
+            try:
+                root = psutil.Process(pid)
+                exe = self._ide_exes.setdefault(pid, _exe(root))
+                excluded.add(pid)
+                for child in root.children(recursive=True):
+                    if exe is not None and _exe(child) == exe:
+                        excluded.add(child.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return excluded
+
+
+def _exe(proc: psutil.Process) -> str | None:
+    try:
+        return str(proc.exe()) or None
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return None
+
+
+def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: float) -> float:
+    """CPU seconds since the last reading; a process born since counts from its start."""
+    if key in previous:
+        return max(0.0, cpu - previous[key])
+    if key[0] == "proc" and key[2] >= previous_wall - 1.0:
+        return cpu
+    return 0.0
+
+
+# -- GPU utilisation (NVML) ------------------------------------------------------
+
+
+def visible_gpus(environ: Environ) -> list[str] | None:
+    """The GPUs this process may use, as NVML indices or UUID prefixes; None: all.
+
+    ``CUDA_VISIBLE_DEVICES`` wins (indices or ``GPU-``/``MIG-`` UUIDs; like CUDA,
+    the list stops at the first invalid entry; empty or ``-1``: none). Inside a
+    container NVML already sees only the GPUs the runtime gave it, so
+    ``NVIDIA_VISIBLE_DEVICES`` is used only when it lists UUIDs.
+    """
+    cuda = environ.get("CUDA_VISIBLE_DEVICES")
+    if cuda is not None:
+        chosen: list[str] = []
+        for item in (part.strip() for part in cuda.split(",")):
+            if item.isdigit() or item.upper().startswith(("GPU-", "MIG-")):
+                chosen.append(item)
+            else:
+                break
+        return chosen
+    nvidia = [part.strip() for part in environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",")]
+    uuids = [item for item in nvidia if item.upper().startswith(("GPU-", "MIG-"))]
+    return uuids or None
+
+
+@dataclass
+class GpuSampler:
+    """Active when a visible GPU's utilisation is above ``idle_percent``.
+
+    Without NVML (no driver, no GPU: any ``pynvml.NVMLError``) it says "no GPU"
+    once in the log and reports nothing from then on. ``nvml`` is the
+    ``pynvml`` module (from nvidia-ml-py); tests pass a fake one.
+    """
+
+    idle_percent: float
+    environ: Environ = field(default_factory=lambda: dict(os.environ))
+    nvml: Any = None
+    _handles: list[Any] | None = field(default=None, init=False)
+    _disabled: bool = field(default=False, init=False)
+
+    def sample(self, now: float) -> Sample:
+        handles = self._open()
+        readings = [percent for percent in map(self._utilization, handles) if percent is not None]
+        if not readings:
+            return Sample("gpu", False, None, "")
+        busiest = max(readings)
+        active = busiest > self.idle_percent
+        return Sample("gpu", active, busiest, f"GPU {busiest:.0f}%" if active else "")
+
+    def close(self) -> None:
+        if self._handles is not None and not self._disabled:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # shutting down is best effort
+                logger.debug("nvmlShutdown failed", exc_info=True)
+        self._handles = None
+
+    def _open(self) -> list[Any]:
+        if self._disabled:
+            return []
+        if self._handles is None:
+            try:
+                self._handles = self._select(self._init())
+            except Exception as exc:  # pynvml.NVMLError and its subclasses, or no pynvml
+                self._disable(f"NVML is not available ({type(exc).__name__}: {exc})")
+                return []
+            if not self._handles:
+                self.close()
+                self._disable("no visible GPU")
+        return self._handles or []
+
+    def _init(self) -> Any:
+        if self.nvml is None:
+            import pynvml
+
+            self.nvml = pynvml
+        self.nvml.nvmlInit()
+        return self.nvml
+
+    def _select(self, nvml: Any) -> list[Any]:
+        devices = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            devices.append((str(index), _text(nvml.nvmlDeviceGetUUID(handle)), handle))
+        wanted = visible_gpus(self.environ)
+        if wanted is None:
+            return [handle for _, _, handle in devices]
+        return [
+            handle
+            for index, uuid, handle in devices
+            if any(want == index or uuid.upper().startswith(want.upper()) for want in wanted)
+        ]
+
+    def _utilization(self, handle: Any) -> float | None:
+        try:
+            return float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        except Exception:  # NVMLError_NotSupported on MIG devices, a GPU that fell off
+            logger.debug("no utilisation reading for a GPU", exc_info=True)
+            return None
+
+    def _disable(self, why: str) -> None:
+        self._disabled = True
+        logger.info("no GPU: %s; GPU utilisation is not watched", why)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,102 @@
+"""The owner's emails: a warning before cleanup and a report after it.
+
+Pure rendering: values in, subject and bodies out. Plain text comes from
+``email_<kind>.txt.j2``; HTML from ``email_<kind>.html.j2`` with autoescape,
+so a task name such as ``<script>`` is shown, never run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from vscode_config.templates import render
+
+SUBJECT_PREFIX = "[podcode]"
+MAX_LISTED_FILES = 50
+"""Changed files named in the final email; the rest are counted."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    subject: str
+    text: str
+    html: str
+
+
+@dataclass(frozen=True)
+class WarningMail:
+    """What the owner needs to decide whether to keep the session."""
+
+    pod: str
+    """``namespace/name`` of the pod, or the host name outside Kubernetes."""
+    task: str
+    idle_since: float
+    """Seconds since the epoch."""
+    sent_at: float
+    reap_at: float
+    keepalive_command: str
+    """The command that keeps the session, e.g. ``podcode keepalive my-pod -n ml``."""
+
+
+@dataclass(frozen=True)
+class FinalMail:
+    """What was cleaned up and where the edits went."""
+
+    pod: str
+    task: str
+    idle_since: float
+    reaped_at: float
+    edits_url: str | None
+    """Where the edits were saved; None when they could not be saved."""
+    changed: Sequence[str] = ()
+    problems: Sequence[str] = field(default_factory=tuple)
+    """Cleanup steps that failed, one line each."""
+
+
+def utc(when: float) -> str:
+    """``2024-05-01 13:45:00 UTC``."""
+    return datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def minutes(seconds: float) -> int:
+    return max(0, round(seconds / 60))
+
+
+def render_warning(mail: WarningMail) -> Rendered:
+    values: dict[str, Any] = {
+        "pod": mail.pod,
+        "task": mail.task,
+        "idle_since": utc(mail.idle_since),
+        "idle_minutes": minutes(mail.sent_at - mail.idle_since),
+        "reap_at": utc(mail.reap_at),
+        "grace_minutes": minutes(mail.reap_at - mail.sent_at),
+        "keepalive_command": mail.keepalive_command,
+    }
+    subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} is idle: cleanup at {utc(mail.reap_at)}"
+    return _render("warning", subject, values)
+
+
+def render_final(mail: FinalMail) -> Rendered:
+    values: dict[str, Any] = {
+        "pod": mail.pod,
+        "task": mail.task,
+        "idle_since": utc(mail.idle_since),
+        "reaped_at": utc(mail.reaped_at),
+        "edits_url": mail.edits_url,
+        "changed": list(mail.changed[:MAX_LISTED_FILES]),
+        "more": max(0, len(mail.changed) - MAX_LISTED_FILES),
+        "problems": list(mail.problems),
+    }
+    subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} was cleaned up"
+    return _render("final", subject, values)
+
+
+def _render(kind: str, subject: str, values: dict[str, Any]) -> Rendered:
+    return Rendered(
+        subject=" ".join(subject.split()),
+        text=render(f"email_{kind}.txt.j2", **values),
+        html=render(f"email_{kind}.html.j2", autoescape=True, **values),
+    )
