@@ -17,6 +17,7 @@ process ends once the hooks have run.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import signal
 import threading
@@ -128,7 +129,8 @@ def _call(waker: Callable[[], None]) -> None:
 def run_hooks(hooks: Sequence[Callable[[], object]], deadline_seconds: float) -> list[str]:
     """Run ``hooks`` one after the other within ``deadline_seconds`` in all; return errors.
 
-    Each hook runs in a daemon thread; one still running at the deadline is
+    Each hook runs in a daemon thread, in a copy of the caller's context (so
+    ``checkpoint_dir()`` knows the task); one still running at the deadline is
     abandoned (it dies with the process) and the hooks after it are skipped.
     Errors are logged and returned as one line each, naming the hook.
     """
@@ -163,7 +165,10 @@ def _run_one(hook: Callable[[], object], timeout: float) -> tuple[bool, str | No
             return
         outcome.append(None)
 
-    thread = threading.Thread(target=target, name=f"podcode-hook-{name}", daemon=True)
+    context = contextvars.copy_context()  # the hook sees the caller's current task
+    thread = threading.Thread(
+        target=context.run, args=(target,), name=f"podcode-hook-{name}", daemon=True
+    )
     logger.info("running hook %s (%.1f s left)", name, timeout)
     thread.start()
     thread.join(timeout)

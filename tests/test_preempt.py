@@ -1,0 +1,207 @@
+"""SIGTERM handling in this process: state, wakers, chaining, and bounded hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import queue
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from interactive import preempt
+
+
+@pytest.fixture(autouse=True)
+def restore_sigterm() -> collections.abc.Iterator[None]:
+    before = signal.getsignal(signal.SIGTERM)
+    preempt._reset_for_tests()
+    yield
+    preempt.uninstall()
+    signal.signal(signal.SIGTERM, before)
+    preempt._reset_for_tests()
+
+
+def test_alive_until_sigterm() -> None:
+    preempt.install()
+    assert preempt.check_alive()
+    assert preempt.terminated_at() is None
+    signal.raise_signal(signal.SIGTERM)
+    assert not preempt.check_alive()
+    assert preempt.terminated_at() is not None
+
+
+def test_exit_status_is_the_sigterm_convention() -> None:
+    assert preempt.exit_status() == 143
+
+
+def test_wakers_are_called_and_can_unregister() -> None:
+    preempt.install()
+    woken: queue.SimpleQueue[str] = queue.SimpleQueue()
+    preempt.on_terminate(lambda: woken.put("first"))
+    unregister = preempt.on_terminate(lambda: woken.put("second"))
+    unregister()
+    signal.raise_signal(signal.SIGTERM)
+    assert woken.get_nowait() == "first"
+    assert woken.empty()
+
+
+def test_a_waker_registered_late_is_called_at_once() -> None:
+    preempt.install()
+    signal.raise_signal(signal.SIGTERM)
+    woken: list[bool] = []
+    preempt.on_terminate(lambda: woken.append(True))
+    assert woken == [True]
+
+
+def test_a_broken_waker_does_not_stop_the_others() -> None:
+    preempt.install()
+    woken: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("waker bug")
+
+    preempt.on_terminate(broken)
+    preempt.on_terminate(lambda: woken.append("ok"))
+    signal.raise_signal(signal.SIGTERM)
+    assert woken == ["ok"]
+
+
+async def test_wakes_an_asyncio_loop() -> None:
+    preempt.install()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    unregister = preempt.on_terminate(lambda: loop.call_soon_threadsafe(stop.set))
+    try:
+        loop.call_soon(signal.raise_signal, signal.SIGTERM)
+        await asyncio.wait_for(stop.wait(), timeout=30)
+    finally:
+        unregister()
+    assert not preempt.check_alive()
+
+
+def test_wakes_a_thread_blocked_on_a_queue() -> None:
+    preempt.install()
+    commands: queue.SimpleQueue[str] = queue.SimpleQueue()
+    preempt.on_terminate(lambda: commands.put("preempted"))
+    threading.Timer(
+        0.05, lambda: signal.pthread_kill(threading.main_thread().ident or 0, 15)
+    ).start()
+    assert commands.get(timeout=30) == "preempted"
+
+
+def test_previous_python_handler_is_chained_once() -> None:
+    calls: list[int] = []
+
+    def previous(signum: int, frame: FrameType | None) -> None:
+        calls.append(signum)
+        assert not preempt.check_alive()  # podcode recorded the signal first
+
+    signal.signal(signal.SIGTERM, previous)
+    preempt.install()
+    preempt.install()
+    signal.raise_signal(signal.SIGTERM)
+    assert calls == [signal.SIGTERM]
+
+
+def test_uninstall_restores_the_previous_handler() -> None:
+    def previous(signum: int, frame: FrameType | None) -> None: ...
+
+    signal.signal(signal.SIGTERM, previous)
+    preempt.install()
+    assert signal.getsignal(signal.SIGTERM) is not previous
+    preempt.uninstall()
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_install_outside_the_main_thread_does_nothing() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            preempt.install()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+# -- hooks --------------------------------------------------------------------------------
+
+
+def test_hooks_run_in_order_and_errors_name_the_hook() -> None:
+    ran: list[str] = []
+
+    def save() -> None:
+        ran.append("save")
+
+    def upload() -> None:
+        ran.append("upload")
+        raise OSError("bucket gone")
+
+    def notify() -> None:
+        ran.append("notify")
+
+    errors = preempt.run_hooks([save, upload, notify], deadline_seconds=30)
+    assert ran == ["save", "upload", "notify"]
+    assert len(errors) == 1
+    assert "upload" in errors[0] and "OSError: bucket gone" in errors[0]
+
+
+def test_hooks_may_raise_anything_even_system_exit() -> None:
+    def leave() -> None:
+        raise SystemExit(3)
+
+    errors = preempt.run_hooks([leave], deadline_seconds=30)
+    assert errors and "SystemExit" in errors[0]
+
+
+def test_a_hook_still_running_at_the_deadline_is_abandoned() -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def stuck() -> None:
+        release.wait(60)
+
+    def after() -> None:
+        ran.append("after")
+
+    try:
+        errors = preempt.run_hooks([stuck, after], deadline_seconds=0.2)
+    finally:
+        release.set()
+    assert ran == []
+    assert "stuck" in errors[0] and "abandoned" in errors[0]
+    assert "after" in errors[1] and "not run" in errors[1]
+
+
+def test_hooks_see_the_current_task() -> None:
+    from interactive.checkpoint import checkpoint_dir
+    from interactive.context import current_task
+
+    folders: list[object] = []
+    token = current_task.set("m.train")
+    try:
+        errors = preempt.run_hooks([lambda: folders.append(checkpoint_dir())], 30)
+    finally:
+        current_task.reset(token)
+    assert errors == []
+    assert getattr(folders[0], "name", None) == "m.train"
+
+
+def test_no_hooks_no_errors() -> None:
+    assert preempt.run_hooks([], deadline_seconds=1) == []
+
+
+def test_hook_name_is_qualified() -> None:
+    def save() -> Any: ...
+
+    assert preempt.hook_name(save).endswith("test_hook_name_is_qualified.<locals>.save")
