@@ -1,0 +1,113 @@
+"""Install code-server into the shared cache: from a release tarball or the npm registry.
+
+Also ``podcode install [--dir D] [--method tarball|npm] [--version V]``
+(``python -m server_bootstrap.install``), to fill an image or a shared cache
+ahead of time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from server_bootstrap.archive import safe_extract
+from server_bootstrap.cache import atomic_install, binary_in, install_name
+from server_bootstrap.config import METHODS, CodeServerConfig
+from server_bootstrap.download import download, redact_url
+from server_bootstrap.errors import BootstrapError, InstallError
+from server_bootstrap.npm import build_npm
+
+log = logging.getLogger(__name__)
+
+
+def install(
+    config: CodeServerConfig,
+    *,
+    method: str | None = None,
+    version: str | None = None,
+    target: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """Install code-server (unless the cache already has it); return its binary.
+
+    ``target`` is the cache folder (default ``config.cache``); the install lands
+    in ``target/<version>-linux-<arch>/``.
+    """
+    version = version or config.version
+    method = config.resolved_method() if method in (None, "auto") else method
+    cache = (target or config.cache).expanduser()
+    info: dict[str, object] = {"version": version, "method": method}
+    if method == "tarball":
+        url = config.url_for(version)
+        if not config.sha256:
+            raise InstallError(
+                f"a tarball install of {redact_url(url)} needs its sha256: "
+                "set PODCODE_CODE_SERVER_SHA256 (or use the npm method)"
+            )
+        builder = functools.partial(build_tarball, url=url, sha256=config.sha256)
+        info["source"] = redact_url(url)
+    elif method == "npm":
+        builder = functools.partial(build_npm, version=version, environ=environ)
+        info["source"] = "npm"
+    else:
+        raise InstallError(f"PODCODE_CODE_SERVER_METHOD={method!r}: expected tarball or npm")
+    return binary_in(atomic_install(cache, install_name(version), builder, info))
+
+
+def build_tarball(staging: Path, *, url: str, sha256: str) -> Path:
+    """Download, verify and extract a release tarball in ``staging``; the folder to keep."""
+    tarball = download(url, staging / "code-server.tar.gz", sha256=sha256,
+                       setting="PODCODE_CODE_SERVER_URL", sha_setting="PODCODE_CODE_SERVER_SHA256")
+    top = safe_extract(tarball, staging / "tree")
+    tarball.unlink()
+    if not binary_in(top).is_file():
+        raise InstallError(
+            f"{redact_url(url)} has no bin/code-server: is PODCODE_CODE_SERVER_URL a "
+            "code-server release tarball (code-server-VERSION-linux-ARCH.tar.gz)?"
+        )
+    return top
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``podcode install``."""
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="cache folder to install into (default: PODCODE_CODE_SERVER_CACHE)")
+    parser.add_argument("--method", choices=[m for m in METHODS if m != "auto"], default=None,
+                        help="tarball (a release tarball, sha256-checked) or npm")
+    parser.add_argument("--version", dest="code_server_version", default=None,
+                        help="code-server version (default: PODCODE_CODE_SERVER_VERSION)")
+    parser.add_argument("--url", default=None, help="release tarball URL (a mirror); "
+                        "{version} and {arch} are filled in")
+    parser.add_argument("--sha256", default=None, help="the tarball's sha256")
+
+
+def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+    """Carry out ``podcode install``; print the binary's path. 0 on success."""
+    try:
+        config = CodeServerConfig.from_environ(environ)
+        overrides = {"tarball_url": args.url, "sha256": args.sha256}
+        config = dataclasses.replace(config, **{k: v for k, v in overrides.items() if v})
+        binary = install(config, method=args.method, version=args.code_server_version,
+                         target=args.dir, environ=environ)
+    except BootstrapError as exc:
+        print(f"podcode install: {exc}", file=sys.stderr)
+        return 1
+    print(binary)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podcode install", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""Launch code-server in its own process group, wait for /healthz, restart it, stop it.
+
+The password reaches code-server through ``$PASSWORD`` in its environment,
+never on its command line nor in a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import ipaddress
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+import aiohttp
+
+from server_bootstrap.errors import CodeServerStartError
+from server_bootstrap.extensions import install_companion, install_extensions
+from server_bootstrap.process import terminate_tree
+
+log = logging.getLogger(__name__)
+
+MARKER_VARIABLE = "PODCODE_CODE_SERVER_ID"
+"""Set in code-server's environment; every process it starts inherits it."""
+_LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
+_TAIL_LINES = 40
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+_SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD")
+
+
+def url_host(bind: str) -> str:
+    """The host to reach ``bind`` from this machine, bracketed for IPv6."""
+    try:
+        address = ipaddress.ip_address(bind)
+    except ValueError:
+        return bind
+    if address.is_unspecified:
+        return "127.0.0.1" if address.version == 4 else "[::1]"
+    return f"[{bind}]" if address.version == 6 else bind
+
+
+def command_line(
+    binary: Path, *, workspace: Path, bind: str, port: int, data_dir: Path, auth: str
+) -> list[str]:
+    """code-server's argument list (the password is not in it)."""
+    return [
+        str(binary),
+        "--config", str(data_dir / "config.yaml"),
+        "--bind-addr", f"{bind}:{port}",
+        "--auth", auth,
+        "--user-data-dir", str(data_dir / "user-data"),
+        "--extensions-dir", str(data_dir / "extensions"),
+        "--disable-telemetry",
+        "--disable-update-check",
+        "--disable-workspace-trust",
+        "--disable-getting-started-override",
+        "--ignore-last-opened",
+        str(workspace),
+    ]
+
+
+def child_environ(
+    base: Mapping[str, str], extra: Mapping[str, str], password: str | None, marker: str
+) -> dict[str, str]:
+    """code-server's environment: ``base`` + ``extra``, the password, the tree marker."""
+    env = {k: v for k, v in base.items() if k not in _SECRET_VARIABLES}
+    env.update(extra)
+    for name in _SECRET_VARIABLES:
+        env.pop(name, None)
+    if password is not None:
+        env["PASSWORD"] = password
+    env[MARKER_VARIABLE] = marker
+    return env
+
+
+class CodeServer:
+    """One code-server process tree serving ``workspace`` on ``bind:port``."""
+
+    def __init__(
+        self,
+        binary: Path,
+        *,
+        workspace: Path,
+        bind: str,
+        port: int,
+        data_dir: Path,
+        password: str | None,
+        env: Mapping[str, str] = _EMPTY,
+        extensions: Sequence[str | Path] = (),
+        companion: bool = False,
+        max_restarts: int = 3,
+        restart_delay: float = 1.0,
+        stop_grace: float = 5.0,
+    ) -> None:
+        self.binary = binary
+        self.workspace = workspace
+        self.bind = bind
+        self.port = port
+        self.data_dir = data_dir
+        self.extensions = tuple(extensions)
+        self.companion = companion
+        self.max_restarts = max_restarts
+        self.restart_delay = restart_delay
+        self.stop_grace = stop_grace
+        self.restarts = 0
+        self.url = ""
+        self.pid: int | None = None
+        self._password = password
+        self._env = dict(env)
+        self._marker = secrets.token_hex(8)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._listening: asyncio.Future[int] | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        self._stopping = False
+
+    def __repr__(self) -> str:
+        return f"CodeServer(url={self.url!r}, pid={self.pid}, workspace={str(self.workspace)!r})"
+
+    @property
+    def auth(self) -> str:
+        return "none" if self._password is None else "password"
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Prepare the data folder, install extensions, spawn, wait until /healthz answers."""
+        self._stopping = False
+        await asyncio.to_thread(self._prepare)
+        await self._launch(timeout)
+
+    def _prepare(self) -> None:
+        for folder in (self.data_dir, self.data_dir / "user-data", self.data_dir / "extensions"):
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        config = self.data_dir / "config.yaml"
+        if not config.exists():
+            # Settings come as arguments; an existing file stops code-server writing its own.
+            config.write_text("{}\n")
+            config.chmod(0o600)
+        if self.companion:
+            install_companion(self.data_dir / "extensions")
+        if self.extensions:
+            install_extensions(self.binary, self.data_dir / "extensions", self.extensions)
+
+    async def _launch(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self._tail.clear()
+        args = command_line(self.binary, workspace=self.workspace, bind=self.bind,
+                            port=self.port, data_dir=self.data_dir, auth=self.auth)
+        env = child_environ(os.environ, self._env, self._password, self._marker)
+        log.info("starting code-server: %s", " ".join(args))
+        self._listening = asyncio.get_running_loop().create_future()
+        self._proc = await asyncio.create_subprocess_exec(
+            *args, env=env, cwd=str(self.workspace), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.pid = self._proc.pid
+        self._reader = asyncio.create_task(self._read_output(self._proc, self._listening))
+        try:
+            if self._stopping:
+                raise CodeServerStartError("code-server was stopped while it started")
+            port = await self._wait_listening(deadline)
+            self.port = port  # a restart keeps the same address
+            self.url = f"http://{url_host(self.bind)}:{port}/"
+            await self._wait_healthy(deadline)
+        except BaseException:
+            await self._terminate()
+            raise
+        log.info("code-server is ready at %s (pid %d)", self.url, self.pid)
+
+    async def _read_output(
+        self, proc: asyncio.subprocess.Process, listening: asyncio.Future[int]
+    ) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self._tail.append(line)
+            log.debug("code-server: %s", line)
+            match = _LISTENING.search(line)
+            if match and not listening.done():
+                listening.set_result(int(match.group(3)))
+
+    async def _wait_listening(self, deadline: float) -> int:
+        assert self._proc is not None and self._listening is not None
+        exited = asyncio.ensure_future(self._proc.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {self._listening, exited}, timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            exited.cancel()
+        if self._listening.done():
+            return self._listening.result()
+        if exited in done:
+            raise CodeServerStartError(self._failure(f"exited with {self._proc.returncode}"))
+        raise CodeServerStartError(self._failure("did not start listening in time"))
+
+    async def _wait_healthy(self, deadline: float) -> None:
+        assert self._proc is not None
+        probe = f"{self.url}healthz"
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as client:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                    async with client.get(probe) as response:
+                        if response.status == 200:
+                            return
+                code = self._proc.returncode
+                if code is not None:
+                    raise CodeServerStartError(self._failure(f"exited with {code}"))
+                if time.monotonic() > deadline:
+                    raise CodeServerStartError(self._failure(f"{probe} did not answer in time"))
+                await asyncio.sleep(0.05)
+
+    def _failure(self, what: str) -> str:
+        output = "\n".join(self._tail) or "(no output)"
+        return f"code-server ({self.binary}) {what}; its last output:\n{output}"
+
+    async def supervise(self) -> None:
+        """Wait on code-server; restart it (at most ``max_restarts`` times) when it exits.
+
+        Runs until cancelled or until :meth:`stop`; raises :class:`CodeServerStartError`
+        once the restarts are used up.
+        """
+        while True:
+            if self._proc is None:
+                raise CodeServerStartError("code-server was not started: call start() first")
+            code = await self._proc.wait()
+            if self._stopping:
+                return
+            await self._terminate()  # the launcher's children outlive it
+            if self.restarts >= self.max_restarts:
+                raise CodeServerStartError(self._failure(
+                    f"exited with {code} and was restarted {self.restarts} times already"))
+            self.restarts += 1
+            log.warning("code-server exited with %s; restarting it (%d of %d)",
+                        code, self.restarts, self.max_restarts)
+            await asyncio.sleep(self.restart_delay)
+            if self._stopping:
+                return
+            await self._launch(timeout=30.0)
+
+    async def stop(self) -> None:
+        """Stop code-server and every process it started. Safe to call twice."""
+        self._stopping = True
+        await self._terminate()
+
+    async def _terminate(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        survivors = await asyncio.to_thread(
+            terminate_tree, proc.pid, proc.pid, (MARKER_VARIABLE, self._marker),
+            grace_seconds=self.stop_grace, skip_wait=proc.pid,
+        )
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=self.stop_grace)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+        if self._reader is not None:
+            await self._reader
+        if survivors:
+            log.warning("code-server processes still running after stop: %s",
+                        [p.pid for p in survivors])

@@ -1,0 +1,65 @@
+"""Find code-server: the explicit setting, then PATH, then the shared cache; else install."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from server_bootstrap.cache import installed
+from server_bootstrap.config import CodeServerConfig
+from server_bootstrap.errors import CodeServerNotFound, InstallError
+from server_bootstrap.install import install as install_code_server
+
+log = logging.getLogger(__name__)
+
+WAYS = """Ways to provide code-server:
+  - put it in the image, on PATH (a release tarball, or `npm install -g code-server`);
+  - point PODCODE_CODE_SERVER_PATH at a code-server binary;
+  - fill the shared cache ahead of time: `podcode install` (PODCODE_CODE_SERVER_CACHE={cache});
+  - let podcode install it: from a release tarball mirror (PODCODE_CODE_SERVER_URL and
+    PODCODE_CODE_SERVER_SHA256) or from the npm registry (needs network access and npm)."""
+
+
+def find_code_server(
+    config: CodeServerConfig, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The first of: ``config.path``, ``code-server`` on PATH, the cache's install of
+    ``config.version``. An explicit path that is not an executable is an error."""
+    if config.path is not None:
+        if not (config.path.is_file() and os.access(config.path, os.X_OK)):
+            raise CodeServerNotFound(
+                f"PODCODE_CODE_SERVER_PATH={str(config.path)!r} is not an executable file: "
+                "fix or unset it"
+            )
+        return config.path
+    env = os.environ if environ is None else environ
+    on_path = shutil.which("code-server", path=env.get("PATH"))
+    if on_path:
+        return Path(on_path)
+    return installed(config.cache, config.version)
+
+
+def ensure_code_server(
+    config: CodeServerConfig, *, install: bool = True, environ: Mapping[str, str] | None = None
+) -> Path:
+    """:func:`find_code_server`, else install into the cache (when ``install``)."""
+    found = find_code_server(config, environ)
+    if found is not None:
+        log.debug("using code-server at %s", found)
+        return found
+    if not install:
+        raise CodeServerNotFound(
+            "code-server is not installed and installing is off.\n"
+            + WAYS.format(cache=config.cache)
+        )
+    try:
+        return install_code_server(config, environ=environ)
+    except InstallError as exc:
+        raise CodeServerNotFound(
+            f"code-server is not installed, and installing it failed: {exc}\n"
+            + WAYS.format(cache=config.cache)
+        ) from exc
+

@@ -1,0 +1,191 @@
+// podcode companion: a status-bar item with the session's state and the time left
+// before cleanup, the commands "Resume workflow" and "Keep alive", and throttled
+// activity reports (typing, terminal, debugging) to the session's control API.
+'use strict';
+
+const vscode = require('vscode');
+const client = require('./lib/client');
+const { findSession } = require('./lib/session');
+const { statusText, statusTooltip } = require('./lib/status');
+const { Throttle } = require('./lib/throttle');
+
+const POLL_MS = 5000;
+const ACTIVITY_INTERVAL_MS = 5000;
+const KEEPALIVE_CHOICES = [
+  { label: '1 hour', seconds: 3600 },
+  { label: '4 hours', seconds: 4 * 3600 },
+  { label: '8 hours', seconds: 8 * 3600 },
+  { label: '24 hours', seconds: 24 * 3600 },
+];
+
+let output;
+let item;
+let reported = new Set();
+
+function log(message) {
+  output.appendLine(`[${new Date().toISOString()}] ${message}`);
+}
+
+function currentSession() {
+  const folders = (vscode.workspace.workspaceFolders || [])
+    .filter((folder) => folder.uri.scheme === 'file')
+    .map((folder) => folder.uri.fsPath);
+  const { session, problems } = findSession(process.env, folders);
+  for (const problem of problems) {
+    if (!reported.has(problem)) {
+      reported.add(problem);
+      log(problem);
+      vscode.window.showWarningMessage(`podcode: ${problem}`);
+    }
+  }
+  return session;
+}
+
+async function refresh() {
+  const session = currentSession();
+  if (!session) {
+    item.text = '$(debug-disconnect) podcode: no session';
+    item.tooltip = 'No podcode session found (PODCODE_CONTROL_URL/PODCODE_TOKEN or .vscode/podcode-session.json)';
+    item.backgroundColor = undefined;
+    return;
+  }
+  try {
+    const answer = await client.status(session);
+    if (answer.status !== 200 || !answer.body) {
+      item.text = `$(debug-disconnect) podcode: API answered ${answer.status}`;
+      item.tooltip = `GET ${session.controlUrl}/api/status answered ${answer.status}`;
+      return;
+    }
+    const now = Date.now() / 1000;
+    item.text = statusText(answer.body, now);
+    item.tooltip = statusTooltip(answer.body, now);
+    item.backgroundColor = ['warned', 'reaping'].includes(answer.body.state)
+      ? new vscode.ThemeColor('statusBarItem.warningBackground')
+      : undefined;
+  } catch (err) {
+    item.text = '$(debug-disconnect) podcode: unreachable';
+    item.tooltip = `${session.controlUrl}: ${err.message}`;
+  }
+}
+
+async function resume() {
+  const session = currentSession();
+  if (!session) {
+    vscode.window.showErrorMessage('podcode: no session to resume');
+    return;
+  }
+  try {
+    const answer = await client.resume(session);
+    if (answer.status === 202) {
+      vscode.window.showInformationMessage('podcode: resuming the workflow with your edits');
+    } else {
+      const reason = answer.body && answer.body.error ? answer.body.error : `status ${answer.status}`;
+      vscode.window.showErrorMessage(`podcode: resume refused: ${reason}`);
+    }
+  } catch (err) {
+    vscode.window.showErrorMessage(`podcode: resume failed: ${err.message}`);
+  }
+  await refresh();
+}
+
+async function keepAlive() {
+  const session = currentSession();
+  if (!session) {
+    vscode.window.showErrorMessage('podcode: no session to keep alive');
+    return;
+  }
+  const choice = await vscode.window.showQuickPick(KEEPALIVE_CHOICES, {
+    placeHolder: 'Keep the session (and its pod) for',
+  });
+  if (!choice) {
+    return;
+  }
+  try {
+    const answer = await client.keepalive(session, choice.seconds);
+    if (answer.status === 200) {
+      vscode.window.showInformationMessage(`podcode: kept alive for ${choice.label}`);
+    } else {
+      const reason = answer.body && answer.body.error ? answer.body.error : `status ${answer.status}`;
+      vscode.window.showErrorMessage(`podcode: keep-alive refused: ${reason}`);
+    }
+  } catch (err) {
+    vscode.window.showErrorMessage(`podcode: keep-alive failed: ${err.message}`);
+  }
+  await refresh();
+}
+
+async function menu() {
+  const picked = await vscode.window.showQuickPick(
+    [
+      { label: '$(debug-continue) Resume workflow', run: resume },
+      { label: '$(clock) Keep alive', run: keepAlive },
+    ],
+    { placeHolder: 'podcode session' },
+  );
+  if (picked) {
+    await picked.run();
+  }
+}
+
+function watchActivity(context, report) {
+  const subscriptions = [
+    vscode.workspace.onDidChangeTextDocument((event) => {
+      if (event.contentChanges.length > 0 && event.document.uri.scheme !== 'output') {
+        report('typing');
+      }
+    }),
+    vscode.window.onDidChangeTextEditorSelection((event) => {
+      if (event.kind !== undefined && event.kind !== vscode.TextEditorSelectionChangeKind.Command) {
+        report('typing');
+      }
+    }),
+    vscode.window.onDidOpenTerminal(() => report('terminal')),
+    vscode.window.onDidChangeActiveTerminal(() => report('terminal')),
+    vscode.debug.onDidStartDebugSession(() => report('debug')),
+    vscode.debug.onDidChangeActiveDebugSession(() => report('debug')),
+    vscode.debug.registerDebugAdapterTrackerFactory('*', {
+      createDebugAdapterTracker: () => ({ onWillReceiveMessage: () => report('debug') }),
+    }),
+  ];
+  if (vscode.window.onDidChangeTerminalState) {
+    subscriptions.push(vscode.window.onDidChangeTerminalState(() => report('terminal')));
+  }
+  if (vscode.window.onDidStartTerminalShellExecution) {
+    subscriptions.push(vscode.window.onDidStartTerminalShellExecution(() => report('terminal')));
+  }
+  context.subscriptions.push(...subscriptions);
+}
+
+function activate(context) {
+  output = vscode.window.createOutputChannel('podcode');
+  reported = new Set();
+  item = vscode.window.createStatusBarItem('podcode.session', vscode.StatusBarAlignment.Left, 100);
+  item.name = 'podcode session';
+  item.command = 'podcode.menu';
+  item.text = '$(sync~spin) podcode';
+  item.show();
+
+  const throttle = new Throttle(ACTIVITY_INTERVAL_MS, async (kind) => {
+    const session = currentSession();
+    if (session) {
+      await client.activity(session, kind).catch((err) => log(`activity report failed: ${err.message}`));
+    }
+  });
+  watchActivity(context, (kind) => throttle.report(kind));
+
+  const timer = setInterval(() => refresh().catch((err) => log(err.message)), POLL_MS);
+  context.subscriptions.push(
+    output,
+    item,
+    { dispose: () => clearInterval(timer) },
+    { dispose: () => throttle.dispose() },
+    vscode.commands.registerCommand('podcode.resume', resume),
+    vscode.commands.registerCommand('podcode.keepAlive', keepAlive),
+    vscode.commands.registerCommand('podcode.menu', menu),
+  );
+  refresh().catch((err) => log(err.message));
+}
+
+function deactivate() {}
+
+module.exports = { activate, deactivate };

@@ -1,0 +1,54 @@
+// A small JSON client for the session's control API (bearer token, short timeouts).
+'use strict';
+
+const http = require('http');
+const https = require('https');
+
+const TIMEOUT_MS = 5000;
+
+function request(session, method, apiPath, body) {
+  return new Promise((resolve, reject) => {
+    let url;
+    try {
+      url = new URL(apiPath, session.controlUrl);
+    } catch (err) {
+      reject(new Error(`bad control URL ${session.controlUrl}: ${err.message}`));
+      return;
+    }
+    const payload = body === undefined ? null : Buffer.from(JSON.stringify(body));
+    const headers = { Authorization: `Bearer ${session.token}`, Accept: 'application/json' };
+    if (payload) {
+      headers['Content-Type'] = 'application/json';
+      headers['Content-Length'] = String(payload.length);
+    }
+    const transport = url.protocol === 'https:' ? https : http;
+    const req = transport.request(url, { method, headers, timeout: TIMEOUT_MS }, (res) => {
+      const chunks = [];
+      res.on('data', (chunk) => chunks.push(chunk));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json = null;
+        try {
+          json = text ? JSON.parse(text) : null;
+        } catch (err) {
+          json = null;
+        }
+        resolve({ status: res.statusCode, body: json });
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${TIMEOUT_MS} ms`)));
+    req.on('error', reject);
+    if (payload) {
+      req.write(payload);
+    }
+    req.end();
+  });
+}
+
+module.exports = {
+  status: (session) => request(session, 'GET', '/api/status'),
+  resume: (session) => request(session, 'POST', '/api/resume', {}),
+  keepalive: (session, seconds) => request(session, 'POST', '/api/keepalive', { seconds }),
+  activity: (session, kind) => request(session, 'POST', '/api/activity', { kind }),
+  request,
+};

@@ -1,0 +1,69 @@
+// What the status-bar item says, from GET /api/status (pure functions).
+'use strict';
+
+const ICONS = {
+  running: '$(sync~spin)',
+  waiting: '$(debug-pause)',
+  resuming: '$(debug-continue)',
+  warned: '$(warning)',
+  reaping: '$(trash)',
+  done: '$(check)',
+  failed: '$(error)',
+};
+
+function isNumber(value) {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+// Seconds before the session is cleaned up, or null when the API does not say.
+function secondsLeft(status, nowSeconds) {
+  for (const key of ['reap_at', 'cleanup_at']) {
+    if (isNumber(status[key])) {
+      return Math.max(0, status[key] - nowSeconds);
+    }
+  }
+  if (isNumber(status.max_idle_seconds) && isNumber(status.idle_seconds)) {
+    const grace = isNumber(status.grace_seconds) ? status.grace_seconds : 0;
+    return Math.max(0, status.max_idle_seconds - status.idle_seconds + grace);
+  }
+  return null;
+}
+
+function formatDuration(seconds) {
+  const total = Math.max(0, Math.round(seconds));
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  if (hours > 0) {
+    return `${hours}h ${String(minutes).padStart(2, '0')}m`;
+  }
+  if (minutes > 0) {
+    return `${minutes}m`;
+  }
+  return `${total % 60}s`;
+}
+
+function statusText(status, nowSeconds) {
+  const state = String(status.state || 'unknown');
+  const icon = ICONS[state] || '$(debug)';
+  const left = secondsLeft(status, nowSeconds);
+  const suffix = left === null ? '' : ` · cleanup in ${formatDuration(left)}`;
+  return `${icon} podcode: ${state}${suffix}`;
+}
+
+function statusTooltip(status, nowSeconds) {
+  const lines = [`podcode session: ${status.task || 'unknown task'}`, `state: ${status.state}`];
+  if (status.error) {
+    lines.push(`error: ${status.error}`);
+  }
+  if (isNumber(status.idle_seconds)) {
+    lines.push(`idle for ${formatDuration(status.idle_seconds)}`);
+  }
+  const left = secondsLeft(status, nowSeconds);
+  if (left !== null) {
+    lines.push(`cleanup in ${formatDuration(left)} unless you keep it alive`);
+  }
+  lines.push('Click for: Resume workflow, Keep alive');
+  return lines.join('\n');
+}
+
+module.exports = { secondsLeft, formatDuration, statusText, statusTooltip };
