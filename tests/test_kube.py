@@ -1,0 +1,147 @@
+"""The pod's side of Kubernetes, against the in-process API server with the real client."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interactive.kube import PodClient, parse_rfc3339, rfc3339
+from tests.fake_kube import FakeKube
+
+PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
+
+
+@pytest.fixture
+def pod(fake_kube: FakeKube) -> Iterator[PodClient]:
+    fake_kube.add_pod("train-0", "ml", annotations={"podcode.io/owner": " ana@example.com "})
+    client = PodClient.discover(
+        {"POD_NAME": "train-0", "POD_NAMESPACE": "ml", "KUBECONFIG": str(fake_kube.kubeconfig)}
+    )
+    assert client is not None
+    yield client
+    client.close()
+
+
+def test_not_in_a_pod_without_pod_name_or_service_host(fake_kube: FakeKube) -> None:
+    assert PodClient.discover({}) is None
+    assert PodClient.discover({"KUBECONFIG": str(fake_kube.kubeconfig)}) is None
+
+
+def test_pod_name_without_credentials_is_not_usable(caplog: pytest.LogCaptureFixture) -> None:
+    assert PodClient.discover({"POD_NAME": "p"}) is None
+    assert "no Kubernetes credentials" in caplog.text
+
+
+def test_finds_itself_from_hostname_and_namespace_file(fake_kube: FakeKube, tmp_path: Path) -> None:
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("team-a\n")
+    environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBECONFIG": str(fake_kube.kubeconfig)}
+    client = PodClient.discover(environ, namespace_file=namespace_file)
+    assert client is not None
+    assert (client.name, client.namespace) == (socket.gethostname(), "team-a")
+    client.close()
+
+
+def test_mark_session_labels_annotates_and_says_waiting(
+    pod: PodClient, fake_kube: FakeKube
+) -> None:
+    pod.mark_session(task="train.fit", state="waiting", owner="bo@example.com", ports=PORTS,
+                     home="/home/me/.podcode")
+    meta = fake_kube.pod("train-0", "ml")["metadata"]  # type: ignore[index]
+    assert meta["labels"] == {"podcode.io/session": "true", "podcode.io/state": "waiting"}
+    assert meta["annotations"]["podcode.io/task"] == "train.fit"
+    assert meta["annotations"]["podcode.io/owner"] == "bo@example.com"
+    assert json.loads(meta["annotations"]["podcode.io/ports"]) == PORTS
+    assert meta["annotations"]["podcode.io/home"] == "/home/me/.podcode"
+    [event] = fake_kube.events
+    assert event["reason"] == "PodcodeWaiting"
+    assert event["involvedObject"]["name"] == "train-0"
+    assert event["involvedObject"]["uid"] == meta["uid"]
+    assert "podcode attach -n ml train-0" in event["message"]
+    patch = next(r for r in fake_kube.requests if r.method == "PATCH")
+    assert patch.content_type == "application/strategic-merge-patch+json"
+
+
+def test_mark_session_keeps_the_users_owner_when_none_given(
+    pod: PodClient, fake_kube: FakeKube
+) -> None:
+    pod.mark_session(task="t", state="waiting", owner=None, ports=PORTS, home="/h")
+    patch = next(r for r in fake_kube.requests if r.method == "PATCH")
+    assert "podcode.io/owner" not in patch.body["metadata"]["annotations"]
+    assert pod.owner_annotation() == "ana@example.com"
+
+
+def test_state_reap_at_and_idle_since(pod: PodClient, fake_kube: FakeKube) -> None:
+    pod.set_state("warned")
+    pod.set_reap_at(1_700_000_000.0)
+    pod.set_idle_since(1_699_999_000.0)
+    meta = fake_kube.pod("train-0", "ml")["metadata"]  # type: ignore[index]
+    assert meta["labels"]["podcode.io/state"] == "warned"
+    assert meta["annotations"]["podcode.io/reap-at"] == "2023-11-14T22:13:20Z"
+    assert parse_rfc3339(meta["annotations"]["podcode.io/idle-since"]) == 1_699_999_000.0
+    pod.set_reap_at(None)
+    pod.set_idle_since(None)
+    annotations = fake_kube.pod("train-0", "ml")["metadata"]["annotations"]  # type: ignore[index]
+    assert "podcode.io/reap-at" not in annotations
+    assert "podcode.io/idle-since" not in annotations
+
+
+def test_events_carry_reason_type_and_message(pod: PodClient, fake_kube: FakeKube) -> None:
+    pod.event("PodcodeIdleWarning", "idle for 30m; cleanup at 12:00", type="Warning")
+    [event] = fake_kube.events
+    assert (event["reason"], event["type"]) == ("PodcodeIdleWarning", "Warning")
+    assert event["source"]["component"] == "podcode"
+    assert parse_rfc3339(event["firstTimestamp"]) is not None
+
+
+def test_delete_sends_the_grace_period(pod: PodClient, fake_kube: FakeKube) -> None:
+    assert pod.delete(grace_seconds=30) is True
+    assert fake_kube.pod("train-0", "ml") is None
+    delete = [r for r in fake_kube.requests if r.method == "DELETE"]
+    assert delete[-1].path == "/api/v1/namespaces/ml/pods/train-0"
+    assert delete[-1].query.get("gracePeriodSeconds") == ["30"]
+    assert pod.delete() is True  # already gone: nothing left to do
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_refusals_are_logged_once_and_never_raise(
+    pod: PodClient, fake_kube: FakeKube, caplog: pytest.LogCaptureFixture, status: int
+) -> None:
+    fake_kube.fail(status, method="PATCH")
+    fake_kube.fail(status, method="DELETE")
+    with caplog.at_level(logging.WARNING, logger="interactive.kube"):
+        pod.set_state("warned")
+        pod.set_state("reaping")
+        pod.set_reap_at(1.0)
+        assert pod.delete() is False
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len([w for w in warnings if "patch pods in namespace ml" in w]) == 1
+    assert any("delete pods in namespace ml" in w for w in warnings)
+    if status == 403:
+        assert "needs permission to patch pods in namespace ml" in warnings[0]
+    assert len(pod.problems) == 2
+    assert fake_kube.pod("train-0", "ml") is not None
+
+
+def test_an_unreachable_api_server_is_survived(
+    pod: PodClient, fake_kube: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    with fake_kube.offline():
+        pod.mark_session(task="t", state="waiting", owner=None, ports=PORTS, home="/h")
+        assert pod.owner_annotation() is None
+        assert pod.delete() is False
+    assert "cannot reach the Kubernetes API server" in caplog.text
+    pod.set_state("done")  # back up: calls work again
+    assert fake_kube.pod("train-0", "ml")["metadata"]["labels"]["podcode.io/state"] == "done"  # type: ignore[index]
+
+
+def test_rfc3339_round_trip() -> None:
+    assert rfc3339(0) == "1970-01-01T00:00:00Z"
+    assert parse_rfc3339("1970-01-01T00:01:00Z") == 60.0
+    assert parse_rfc3339("yesterday") is None
+    assert parse_rfc3339(None) is None
