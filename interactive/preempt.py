@@ -182,6 +182,30 @@ def _run_one(hook: Callable[[], object], timeout: float) -> tuple[bool, str | No
     return True, f"hook {name} failed: {type(exc).__name__}: {exc}"
 
 
+def exit_if_terminated(
+    hooks: Sequence[Callable[[], object]],
+    deadline_seconds: float,
+    *,
+    after: Callable[[], object] | None = None,
+) -> None:
+    """After SIGTERM: run ``hooks`` (bounded), then ``after``, then raise ``SystemExit(143)``.
+
+    For the code that regains control once the task returned (its
+    ``while check_alive()`` loop ended): ``after`` is where checkpoints are
+    synced to the store. Does nothing while the process is alive.
+    """
+    if check_alive():
+        return
+    run_hooks(hooks, deadline_seconds)
+    if after is not None:
+        try:
+            after()
+        except Exception:
+            logger.exception("after SIGTERM: %s failed", hook_name(after))
+    logger.warning("SIGTERM: hooks done, exiting with status %d", exit_status())
+    raise SystemExit(exit_status())
+
+
 def hook_name(hook: Callable[[], object]) -> str:
     module = getattr(hook, "__module__", None) or ""
     qualname = getattr(hook, "__qualname__", None) or repr(hook)

@@ -205,3 +205,24 @@ def test_hook_name_is_qualified() -> None:
     def save() -> Any: ...
 
     assert preempt.hook_name(save).endswith("test_hook_name_is_qualified.<locals>.save")
+
+
+def test_exit_if_terminated_does_nothing_while_alive() -> None:
+    ran: list[str] = []
+    preempt.exit_if_terminated([lambda: ran.append("hook")], 30, after=lambda: ran.append("sync"))
+    assert ran == []
+
+
+def test_exit_if_terminated_runs_hooks_then_after_then_exits_143() -> None:
+    preempt.install()
+    signal.raise_signal(signal.SIGTERM)
+    ran: list[str] = []
+
+    def broken_sync() -> None:
+        ran.append("sync")
+        raise OSError("store unreachable")
+
+    with pytest.raises(SystemExit) as info:
+        preempt.exit_if_terminated([lambda: ran.append("hook")], 30, after=broken_sync)
+    assert info.value.code == 143
+    assert ran == ["hook", "sync"]
