@@ -20,6 +20,31 @@ log = logging.getLogger(__name__)
 
 _listening: tuple[str, int] | None = None
 _listen_lock = threading.Lock()
+_new_client = threading.Event()
+"""Set whenever a client starts a debug session (its DAP ``initialize``)."""
+
+
+def _watch_clients() -> None:
+    """Learn when a new client initializes, even if the previous one just left.
+
+    debugpy only tells whether *a* client is connected; a client that detaches and
+    another that attaches within one poll would look like one. pydevd calls
+    ``on_initialize`` for each new DAP session, so we chain onto it.
+    """
+    try:
+        import pydevd  # vendored by debugpy, importable once debugpy is listening
+
+        debugger = pydevd.get_global_debugger()
+        original = debugger.on_initialize
+    except (ImportError, AttributeError):
+        log.debug("cannot watch debug clients; falling back to polling")
+        return
+
+    def on_initialize() -> None:
+        _new_client.set()
+        original()
+
+    debugger.on_initialize = on_initialize
 
 
 def listen(host: str, port: int) -> tuple[str, int]:
@@ -35,6 +60,7 @@ def listen(host: str, port: int) -> tuple[str, int]:
             debugpy.configure(subProcess=False)
             endpoint = debugpy.listen((host, port), in_process_debug_adapter=True)
             _listening = (str(endpoint[0]), int(endpoint[1]))
+            _watch_clients()
             log.info("debugpy listens on %s:%d", *_listening)
         return _listening
 
@@ -73,6 +99,7 @@ class PostMortem:
             debugpy.wait_for_client()
             if self._stop.is_set():
                 return
+            _new_client.clear()
             excinfo = self._excinfo
             if excinfo is not None and debugpy.is_client_connected():
                 self.presented += 1
@@ -81,5 +108,6 @@ class PostMortem:
                     debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
                 except Exception:  # a debugger hiccup must not end the session
                     log.exception("could not show the exception to the debugger")
-            while debugpy.is_client_connected() and not self._stop.wait(self._poll):
-                pass
+            while debugpy.is_client_connected() and not _new_client.is_set():
+                if self._stop.wait(self._poll):
+                    return

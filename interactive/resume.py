@@ -35,10 +35,37 @@ def _module_file(module: types.ModuleType) -> Path | None:
         return None
 
 
-def changed_modules(changed: Iterable[Path], task_module: str) -> list[types.ModuleType]:
-    """Loaded modules whose file is among ``changed``, the task's module last."""
+def _refers_to(module: types.ModuleType, names: set[str]) -> bool:
+    """Whether ``module`` holds a module or an object defined in one of ``names``."""
+    for value in list(vars(module).values()):
+        if isinstance(value, types.ModuleType):
+            if value.__name__ in names:
+                return True
+        elif getattr(value, "__module__", None) in names:
+            return True
+    return False
+
+
+def changed_modules(changed: Iterable[Path], task_module: str, workspace: Path | None = None) -> list[types.ModuleType]:
+    """Modules to re-execute: those whose file changed, then the workspace modules that
+    imported names from them (``from helpers import scale`` keeps the old function
+    otherwise), the task's own module last. Nothing changed: nothing to reload."""
     wanted = {path.resolve() for path in changed if path.suffix == ".py"}
-    found = [m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType) and _module_file(m) in wanted]
+    loaded = [m for m in list(sys.modules.values()) if isinstance(m, types.ModuleType)]
+    found = [m for m in loaded if _module_file(m) in wanted]
+    if not found:
+        return []
+    root = workspace.resolve() if workspace else None
+    local = [m for m in loaded if root and (f := _module_file(m)) and f.is_relative_to(root) and m not in found]
+    names = {m.__name__ for m in found}
+    grew = True
+    while grew:
+        grew = False
+        for module in local:
+            if module not in found and (module.__name__ == task_module or _refers_to(module, names)):
+                found.append(module)
+                names.add(module.__name__)
+                grew = True
     return sorted(found, key=lambda module: module.__name__ == task_module)
 
 

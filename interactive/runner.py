@@ -121,7 +121,7 @@ def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args
             call_args, call_kwargs = _inputs(ref, session, args, kwargs)
             session.running()
             try:
-                reload_modules(changed_modules(changed, ref.module))
+                reload_modules(changed_modules(changed, ref.module, session.workspace))
                 task = find_task(ref, fn)
                 print(f"podcode: resuming {ref.name} (attempt {session.state.attempt + 1})", flush=True)
                 result = task(*call_args, **call_kwargs)
