@@ -223,10 +223,10 @@ def _exe(proc: psutil.Process) -> str | None:
 
 
 def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: float) -> float:
-    """CPU seconds since the last reading; a process born since counts from its start."""
+    """CPU seconds since the last reading; a thread or process born since counts from its start."""
     if key in previous:
         return max(0.0, cpu - previous[key])
-    if key[0] == "proc" and key[2] >= previous_wall - 1.0:
+    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - 1.0):
         return cpu
     return 0.0
 
