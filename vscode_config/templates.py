@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 import jinja2
+from jinja2 import meta
 
 
 @functools.cache
@@ -18,5 +19,18 @@ def environment(autoescape: bool = False) -> jinja2.Environment:
     )
 
 
+@functools.cache
+def required(name: str) -> frozenset[str]:
+    """The values template ``name`` uses."""
+    env = environment()
+    assert env.loader is not None
+    source = env.loader.get_source(env, name)[0]
+    return frozenset(meta.find_undeclared_variables(env.parse(source)))
+
+
 def render(name: str, *, autoescape: bool = False, **values: object) -> str:
+    """Render ``name``; every value it uses must be given (filters such as tojson hide none)."""
+    missing = required(name) - set(values)
+    if missing:
+        raise jinja2.UndefinedError(f"template {name} needs {', '.join(sorted(missing))}")
     return environment(autoescape).get_template(name).render(**values)

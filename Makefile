@@ -1,0 +1,43 @@
+# podcode: set-up, demo, tests and benchmarks. Every target installs what it needs.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup system-packages demo test test-fast bench lint code-server clean
+
+setup: $(STAMP) code-server
+
+# Debian packages: chromium for the browser tests, libkrb5-dev for code-server's native module.
+system-packages:
+	@scripts/system-packages.sh
+
+$(STAMP): pyproject.toml
+	$(MAKE) system-packages
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]' --config-settings editable_mode=compat
+	touch $(STAMP)
+
+# A real code-server in the shared cache (outside the checkout), through podcode's own installer.
+code-server: $(STAMP)
+	$(PY) -m server_bootstrap.install
+
+demo: setup
+	$(PY) examples/demo.py
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m "not codeserver and not browser"
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check interactive server_bootstrap vscode_config tests benchmarks examples
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) build *.egg-info artifacts

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from interactive.errors import SettingError
+from interactive.settings import NAMES, Settings, build_settings, env_name, is_enabled, podcode_home
+
+
+def test_defaults_match_the_design() -> None:
+    s = build_settings({}, {})
+    assert (s.mode, s.ide, s.port, s.control_port, s.debug_port, s.bind, s.auth) == (
+        "on_failure", "code-server", 8080, 8081, 5678, "127.0.0.1", "password")
+    assert (s.max_idle_seconds, s.grace_seconds, s.poll_seconds) == (1800, 600, 10)
+    assert (s.gpu_idle_percent, s.cpu_idle_percent, s.retries, s.cache, s.cache_version) == (5, 5, 0, False, "1")
+    assert s.preempt_grace_seconds == 25 and s.extensions == () and s.owner is None
+
+
+def test_environment_overrides_the_argument() -> None:
+    s = build_settings({"max_idle_seconds": 60, "mode": "startup"}, {"PODCODE_MAX_IDLE_SECONDS": "900"})
+    assert s.max_idle_seconds == 900 and s.mode == "startup"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "words"),
+    [
+        ("mode", "later", "on_failure, startup"),
+        ("port", "http", "number"),
+        ("port", 70000, "65535"),
+        ("debug_port", -1, ">= 0"),
+        ("max_idle_seconds", 0, "> 0"),
+        ("gpu_idle_percent", 101, "between 0 and 100"),
+        ("cache", "maybe", "true or false"),
+        ("bind", "my host", "IP address"),
+        ("retries", 1.5, "whole number"),
+        ("on_reap", "no_such_module_xyz:save", "cannot import"),
+        ("workspace", "/definitely/not/here", "does not exist"),
+    ],
+)
+def test_bad_values_name_the_setting(name: str, value: object, words: str) -> None:
+    with pytest.raises(SettingError) as raised:
+        build_settings({name: value}, {})
+    message = str(raised.value)
+    assert repr(name) in message and env_name(name) in message and words in message
+
+
+def test_bad_environment_value_is_reported_with_its_variable() -> None:
+    with pytest.raises(SettingError, match="PODCODE_CONTROL_PORT"):
+        build_settings({}, {"PODCODE_CONTROL_PORT": "eighty"})
+
+
+def test_unknown_setting_is_refused() -> None:
+    with pytest.raises(SettingError, match="unknown setting"):
+        build_settings({"idle": 5}, {})
+
+
+def test_every_setting_has_an_environment_override() -> None:
+    for name in NAMES:
+        assert env_name(name) == "PODCODE_" + name.upper()
+    assert set(NAMES) == {f for f in Settings.__dataclass_fields__ if f != "names"}
+
+
+def test_hooks_extensions_and_workspace_from_environment(tmp_path: Path) -> None:
+    s = build_settings({}, {"PODCODE_ON_REAP": "os.path:exists", "PODCODE_EXTENSIONS": "a.vsix, ms-python.python",
+                            "PODCODE_WORKSPACE": str(tmp_path), "PODCODE_CACHE": "yes"})
+    import os.path
+
+    assert s.on_reap is os.path.exists
+    assert s.extensions == ("a.vsix", "ms-python.python")
+    assert s.workspace == tmp_path.resolve() and s.cache is True
+
+
+@pytest.mark.parametrize(
+    ("environ", "enabled"),
+    [({}, False), ({"PODCODE_ENABLE": "1"}, True), ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True),
+     ({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "PODCODE_ENABLE": "0"}, False)],
+)
+def test_enablement(environ: dict[str, str], enabled: bool) -> None:
+    assert is_enabled(environ) is enabled
+
+
+def test_home_default_and_override(tmp_path: Path) -> None:
+    assert podcode_home({}) == Path.home() / ".podcode"
+    assert podcode_home({"PODCODE_HOME": str(tmp_path)}) == tmp_path
