@@ -1,0 +1,172 @@
+"""The CLI's cluster access: kubeconfig, listing, sessions, secrets by exec, access reviews."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from interactive.cluster import Cluster, ClusterError, load_configuration, session_from_pod
+from tests.fake_kube import FakeKube
+
+
+@pytest.fixture
+def cluster(fake_kube: FakeKube) -> Iterator[Cluster]:
+    with Cluster.connect() as connected:
+        yield connected
+
+
+def _pod_home(tmp_path: Path, **overrides: object) -> Path:
+    home = tmp_path / "pod-home"
+    home.mkdir()
+    record = {
+        "state": "waiting", "task": "train.fit", "error": "ValueError: nan", "workspace": "/src",
+        "control_url": "http://0.0.0.0:8081", "token": "tok-123",
+        "debug": {"host": "127.0.0.1", "port": 5678},
+        "code_server_url": "http://127.0.0.1:8080", "password": "pw-456", "pid": 7,
+        **overrides,
+    }
+    (home / "session.json").write_text(json.dumps(record))
+    return home
+
+
+def test_session_from_pod_reads_labels_and_annotations() -> None:
+    info = session_from_pod({
+        "metadata": {
+            "name": "p", "namespace": "ml",
+            "labels": {"podcode.io/session": "true", "podcode.io/state": "warned"},
+            "annotations": {
+                "podcode.io/task": "m.f", "podcode.io/owner": "a@b.c",
+                "podcode.io/reap-at": "1970-01-01T01:00:00Z",
+                "podcode.io/idle-since": "1970-01-01T00:30:00Z",
+                "podcode.io/ports": '{"code_server": 8080, "control": 8081, "bad": "x"}',
+                "podcode.io/home": "/root/.podcode",
+                "kubectl.kubernetes.io/default-container": "side",
+            },
+        },
+        "spec": {"containers": [{"name": "main"}, {"name": "side"}]},
+        "status": {"phase": "Running"},
+    })
+    assert (info.pod, info.namespace, info.state, info.task) == ("p", "ml", "warned", "m.f")
+    assert (info.idle_since, info.reap_at) == (1800.0, 3600.0)
+    assert info.ports == {"code_server": 8080, "control": 8081}
+    assert info.container() == "side" and info.container("main") == "main"
+    assert info.is_session and not info.ended
+
+
+def test_an_ended_or_foreign_pod_is_recognised() -> None:
+    assert not session_from_pod({"metadata": {"name": "x"}}).is_session
+    done = {"metadata": {"labels": {"podcode.io/session": "true", "podcode.io/state": "done"}}}
+    assert session_from_pod(done).ended
+    assert session_from_pod({"metadata": {}, "status": {"phase": "Succeeded"}}).ended
+
+
+def test_missing_kubeconfig_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError) as raised:
+        load_configuration(environ={"KUBECONFIG": str(tmp_path / "nope")})
+    assert raised.value.kind == "config"
+    assert "--kubeconfig" in str(raised.value)
+
+
+def test_broken_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    with pytest.raises(ClusterError) as raised:
+        load_configuration(str(broken), environ={})
+    assert raised.value.kind == "config"
+
+
+def test_namespace_comes_from_the_context(fake_kube: FakeKube, tmp_path: Path) -> None:
+    path = fake_kube.write_kubeconfig(tmp_path / "team", namespace="team-a")
+    assert load_configuration(str(path), environ={})[1] == "team-a"
+
+
+def test_list_pages_through_a_thousand_sessions(cluster: Cluster, fake_kube: FakeKube) -> None:
+    for i in range(1000):
+        fake_kube.session_pod(f"s-{i:04d}", f"ns-{i % 3}")
+    for i in range(50):
+        fake_kube.add_pod(f"other-{i}", "ns-0")
+    fake_kube.clear_requests()
+    sessions = cluster.list_sessions(None, page_size=300)
+    assert len(sessions) == 1000
+    assert len({(s.namespace, s.pod) for s in sessions}) == 1000
+    lists = [r for r in fake_kube.requests if r.path == "/api/v1/pods"]
+    assert len(lists) == 4
+    assert all(r.query["labelSelector"] == ["podcode.io/session=true"] for r in lists)
+    assert all(r.query["limit"] == ["300"] for r in lists)
+    assert len(cluster.list_sessions("ns-1")) == 333
+
+
+def test_unknown_and_foreign_and_ended_pods(cluster: Cluster, fake_kube: FakeKube) -> None:
+    fake_kube.add_pod("web")
+    fake_kube.session_pod("old", state="done")
+    with pytest.raises(ClusterError, match="no pod ghost in namespace default") as raised:
+        cluster.session("ghost")
+    assert raised.value.kind == "not_found"
+    with pytest.raises(ClusterError, match="not a podcode session") as raised:
+        cluster.session("web")
+    assert raised.value.kind == "not_session"
+    with pytest.raises(ClusterError, match="has ended") as raised:
+        cluster.live_session("old")
+    assert raised.value.kind == "ended"
+
+
+@pytest.mark.parametrize(("status", "kind"), [(403, "forbidden"), (401, "forbidden"),
+                                              (500, "unreachable")])
+def test_api_refusals_become_one_line_errors(
+    cluster: Cluster, fake_kube: FakeKube, status: int, kind: str
+) -> None:
+    fake_kube.fail(status, method="GET")
+    with pytest.raises(ClusterError) as raised:
+        cluster.list_sessions("default")
+    assert raised.value.kind == kind
+    assert "\n" not in str(raised.value)
+
+
+def test_an_api_server_that_is_down(cluster: Cluster, fake_kube: FakeKube) -> None:
+    with fake_kube.offline(), pytest.raises(ClusterError, match="cannot reach") as raised:
+        cluster.session("any")
+    assert raised.value.kind == "unreachable"
+
+
+def test_secrets_are_read_from_the_pod_by_exec(
+    cluster: Cluster, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    home = _pod_home(tmp_path)
+    fake_kube.session_pod("job", home=str(home), containers=("main", "sidecar"),
+                          extra_annotations={"kubectl.kubernetes.io/default-container": "main"})
+    session = cluster.read_session_file(cluster.session("job"))
+    assert (session.token, session.password) == ("tok-123", "pw-456")
+    assert session.control_url == "http://127.0.0.1:8081"
+    [call] = [r for r in fake_kube.requests if r.path.endswith("/exec")]
+    assert call.query["command"] == ["cat", f"{home}/session.json"]
+    assert call.query["container"] == ["main"]
+    assert "tok-123" not in json.dumps(fake_kube.pod("job")) + json.dumps(fake_kube.events)
+
+
+def test_no_session_file_means_the_session_ended(
+    cluster: Cluster, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    fake_kube.session_pod("job", home=str(tmp_path / "empty"))
+    with pytest.raises(ClusterError, match="has ended or is not open yet") as raised:
+        cluster.read_session_file(cluster.session("job"))
+    assert raised.value.kind == "ended"
+
+
+def test_exec_refused(cluster: Cluster, fake_kube: FakeKube, tmp_path: Path) -> None:
+    fake_kube.session_pod("job", home=str(_pod_home(tmp_path)))
+    info = cluster.session("job")
+    fake_kube.fail(403, path="/exec$")
+    with pytest.raises(ClusterError, match="may not create pods/exec") as raised:
+        cluster.read_session_file(info)
+    assert raised.value.kind == "forbidden"
+
+
+def test_access_review(cluster: Cluster, fake_kube: FakeKube) -> None:
+    fake_kube.deny("create", "pods/exec")
+    assert cluster.can_i("list", "pods", "default")
+    assert not cluster.can_i("create", "pods", "default", "exec")
+    review = [r for r in fake_kube.requests if "selfsubjectaccessreviews" in r.path][-1]
+    assert review.body["spec"]["resourceAttributes"]["subresource"] == "exec"
