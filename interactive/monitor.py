@@ -51,6 +51,7 @@ BUSY_STATES = frozenset({"running", "resuming"})
 """The task itself is running: the session is not idle."""
 END_STATES = frozenset({"done", "failed"})
 """The session is over: the monitor returns."""
+CLOSE_TIMEOUT_SECONDS = 5.0
 
 T = TypeVar("T")
 
@@ -294,7 +295,11 @@ class _Monitor:
             await asyncio.wait(set(self.mails), timeout=1.0)
         for task in set(self.mails):
             task.cancel()
-        self.executor.submit(self.close_samplers)
+        closing = asyncio.wrap_future(self.executor.submit(self.close_samplers))
+        done, _ = await asyncio.wait({closing}, timeout=CLOSE_TIMEOUT_SECONDS)
+        if not done:
+            logger.warning("idle monitor: the samplers did not close within %g s",
+                           CLOSE_TIMEOUT_SECONDS)
 
     def close_samplers(self) -> None:
         """Runs on the monitor's thread, after any sampling in progress."""
