@@ -3,10 +3,11 @@
 An entry lives at ``cache/<task>/<digest>.pkl`` in the store, where the digest
 covers the task's qualified name, ``cache_version`` and
 :func:`interactive.hashing.hash_inputs` of the call. An entry is a small header
-(magic, length, SHA-256 of the payload) followed by the pickled value, written
-atomically; an entry that is truncated, corrupt or cannot be unpickled (a class
-was renamed, say) is a miss, logged as a warning, and is overwritten by the
-next successful call.
+(magic, part lengths, a CRC-32) followed by the pickled value and its
+out-of-band buffers (pickle protocol 5: large arrays are written and read
+without extra copies), written atomically. An entry that is truncated, corrupt
+or cannot be unpickled (a class was renamed, say) is a miss, logged as a
+warning, and is overwritten by the next successful call.
 """
 
 from __future__ import annotations
@@ -16,20 +17,22 @@ import inspect
 import logging
 import pickle
 import struct
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from interactive.checkpoint import folder_name
 from interactive.hashing import hash_inputs
-from interactive.store import Store, StoreError
+from interactive.store import Chunk, Store, StoreError
 
 logger = logging.getLogger(__name__)
 
 CACHE = "cache"
 """Top folder of cached outputs in the store."""
 MAGIC = b"PODCODE-CACHE\x01"
-_HEADER = struct.Struct("<Q32s")
-"""Payload length, SHA-256 of the payload."""
+ALIGN = 64
+"""Parts start on this boundary, so arrays loaded from them are aligned."""
+MAX_PARTS = 1 << 20
 KEY_FORMAT = b"podcode-cache-key/1"
 
 
@@ -68,22 +71,53 @@ def canonical_call(
     return tuple(positional), named, names
 
 
-def encode_entry(payload: bytes) -> bytes:
-    return MAGIC + _HEADER.pack(len(payload), hashlib.sha256(payload).digest()) + payload
+def encode_entry(parts: Sequence[Chunk]) -> list[Chunk]:
+    """The chunks of an entry holding ``parts`` (the pickle, then its out-of-band buffers).
+
+    Layout: magic, part count, part lengths, CRC-32 of the count, lengths and
+    parts; then each part, starting on a 64-byte boundary (aligned arrays).
+    The CRC catches damage (the lengths catch truncation); entries are not
+    protected against someone who can write the store.
+    """
+    views = [memoryview(part).cast("B") for part in parts]
+    lengths = struct.pack(f"<Q{len(views)}Q", len(views), *(view.nbytes for view in views))
+    chunks: list[Chunk] = [MAGIC, lengths, struct.pack("<Q", _crc(lengths, views))]
+    offset = sum(len(chunk) for chunk in chunks)
+    for view in views:
+        chunks.append(bytes(-offset % ALIGN))
+        chunks.append(view)
+        offset += -offset % ALIGN + view.nbytes
+    return chunks
 
 
-def decode_entry(data: bytes) -> bytes:
-    """The payload of a whole entry; raises CorruptEntry otherwise."""
-    start = len(MAGIC) + _HEADER.size
-    if len(data) < start or not data.startswith(MAGIC):
+def decode_entry(data: Chunk) -> list[memoryview]:
+    """The parts of a whole entry (views into ``data``); raises CorruptEntry otherwise."""
+    view = memoryview(data).cast("B")
+    if view[: len(MAGIC)] != MAGIC or len(view) < len(MAGIC) + 8:
         raise CorruptEntry("not a podcode cache entry (bad or missing header)")
-    length, digest = _HEADER.unpack_from(data, len(MAGIC))
-    payload = data[start:]
-    if len(payload) != length:
-        raise CorruptEntry(f"truncated: {len(payload)} of {length} bytes")
-    if hashlib.sha256(payload).digest() != digest:
+    (count,) = struct.unpack_from("<Q", view, len(MAGIC))
+    start = len(MAGIC) + 8 * (count + 1)
+    if count > MAX_PARTS or len(view) < start + 8:
+        raise CorruptEntry("truncated or damaged header")
+    lengths = struct.unpack_from(f"<{count}Q", view, len(MAGIC) + 8)
+    offset = start + 8
+    parts: list[memoryview] = []
+    for length in lengths:
+        offset += -offset % ALIGN
+        parts.append(view[offset : offset + length])
+        offset += length
+    if offset != len(view) or any(len(part) != n for part, n in zip(parts, lengths, strict=True)):
+        raise CorruptEntry(f"{len(view)} bytes where the header announces {offset}")
+    if struct.unpack_from("<Q", view, start)[0] != _crc(view[len(MAGIC) : start], parts):
         raise CorruptEntry("checksum mismatch")
-    return payload
+    return parts
+
+
+def _crc(header: Chunk, parts: Sequence[memoryview]) -> int:
+    crc = zlib.crc32(header)
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return crc
 
 
 class TaskCache:
@@ -123,7 +157,7 @@ class TaskCache:
         """``(True, value)`` for a whole entry, ``(False, None)`` otherwise."""
         where = self.store.url_for(self.path(key))
         try:
-            data = self.store.get_bytes(self.path(key))
+            data = self.store.get_buffer(self.path(key))
         except StoreError as exc:
             logger.warning("cache miss: cannot read %s: %s", where, exc)
             return False, None
@@ -131,7 +165,8 @@ class TaskCache:
             logger.debug("cache miss: no entry at %s", where)
             return False, None
         try:
-            return True, pickle.loads(decode_entry(data))  # noqa: S301 - our own entries
+            pickle_part, *buffers = decode_entry(data)
+            return True, pickle.loads(pickle_part, buffers=buffers)  # noqa: S301 - our own entries
         except CorruptEntry as exc:
             logger.warning("cache miss: entry %s is corrupt (%s); it will be replaced", where, exc)
         except Exception as exc:
@@ -150,8 +185,10 @@ class TaskCache:
         missing cache entry only means the next run computes it again.
         """
         where = self.store.url_for(self.path(key))
+        buffers: list[pickle.PickleBuffer] = []
         try:
-            payload = pickle.dumps(value, protocol=5)
+            payload = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+            parts: list[Chunk] = [payload, *(buffer.raw() for buffer in buffers)]
         except Exception as exc:
             logger.warning(
                 "not cached: the output (type %s) cannot be pickled: %s: %s",
@@ -161,7 +198,7 @@ class TaskCache:
             )
             return
         try:
-            self.store.put_bytes(self.path(key), encode_entry(payload))
+            self.store.put_chunks(self.path(key), encode_entry(parts), durable=False)
         except StoreError as exc:
             logger.warning("not cached: %s", exc)
             return

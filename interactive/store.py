@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -54,6 +54,7 @@ _STAMP_KEYS = (
 )
 """Keys of fsspec's file info that change when a file changes, best first."""
 T = TypeVar("T")
+Chunk = bytes | bytearray | memoryview
 
 
 class StoreError(PodcodeError):
@@ -148,44 +149,55 @@ class Store:
 
     # -- writing -----------------------------------------------------------------
 
-    def put_bytes(self, rel_path: str, data: bytes) -> None:
-        """Write ``data`` to ``rel_path`` atomically."""
-        self._guard(rel_path, "write", lambda: self._put(rel_path, data=data))
+    def put_bytes(self, rel_path: str, data: Chunk, *, durable: bool = True) -> None:
+        """Write ``data`` to ``rel_path`` atomically.
+
+        ``durable=False`` skips the ``fsync`` of a local file: still atomic, but
+        after a machine crash the file may be empty or short (for data that is
+        checked on reading, such as cache entries).
+        """
+        self.put_chunks(rel_path, [data], durable=durable)
+
+    def put_chunks(self, rel_path: str, chunks: Sequence[Chunk], *, durable: bool = True) -> None:
+        """Write ``chunks`` one after the other to ``rel_path`` atomically (no joined copy)."""
+        self._guard(rel_path, "write", lambda: self._put(rel_path, chunks, None, durable))
 
     def put_file(self, rel_path: str, local: Path) -> None:
         """Copy the local file ``local`` to ``rel_path`` atomically."""
-        self._guard(rel_path, "write", lambda: self._put(rel_path, local=Path(local)))
+        self._guard(rel_path, "write", lambda: self._put(rel_path, None, Path(local), True))
 
-    def _put(self, rel_path: str, data: bytes | None = None, local: Path | None = None) -> None:
+    def _put(
+        self, rel_path: str, chunks: Sequence[Chunk] | None, local: Path | None, durable: bool
+    ) -> None:
         rel = _clean(rel_path)
         if self.local_root is not None:
             target = self.local_path(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_open(target) as out:
-                if local is None:
-                    out.write(data)
-                else:
+            with atomic_open(target, durable=durable) as out:
+                if local is not None:
                     with open(local, "rb") as src:
                         shutil.copyfileobj(src, out, 1024 * 1024)
+                for chunk in chunks or ():
+                    out.write(chunk)
             return
         target_url = self.url_for(rel)
         if _protocols(self.fs) & OBJECT_STORES:
-            self._upload(target_url, data, local)
+            self._upload(target_url, chunks, local)
             return
         tmp = f"{target_url}.{uuid.uuid4().hex}{PARTIAL_SUFFIX}"
         try:
             self.fs.makedirs(self.fs._parent(target_url), exist_ok=True)
-            self._upload(tmp, data, local)
+            self._upload(tmp, chunks, local)
             self.fs.mv(tmp, target_url)
         except BaseException:
             with contextlib.suppress(Exception):
                 self.fs.rm_file(tmp)
             raise
 
-    def _upload(self, url: str, data: bytes | None, local: Path | None) -> None:
+    def _upload(self, url: str, chunks: Sequence[Chunk] | None, local: Path | None) -> None:
         """One whole-object upload: nothing is visible under ``url`` until it completes."""
         if local is None:
-            self.fs.pipe_file(url, data)
+            self.fs.pipe_file(url, b"".join(chunks or ()))
         else:
             self.fs.put_file(str(local), url)
 
@@ -206,6 +218,28 @@ class Store:
                     return self.local_path(rel_path).read_bytes()
                 data: bytes = self.fs.cat_file(self.url_for(rel_path))
                 return data
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                return None
+
+        return self._guard(rel_path, "read", read)
+
+    def get_buffer(self, rel_path: str) -> bytearray | None:
+        """Like :meth:`get_bytes`, into a writable buffer (arrays built on it are writable)."""
+
+        def read() -> bytearray | None:
+            try:
+                if self.local_root is None:
+                    return bytearray(self.fs.cat_file(self.url_for(rel_path)))
+                with open(self.local_path(rel_path), "rb") as fh:
+                    buffer = bytearray(os.fstat(fh.fileno()).st_size)
+                    view = memoryview(buffer)
+                    filled = 0
+                    while filled < len(buffer):
+                        count = fh.readinto(view[filled:])
+                        if not count:
+                            break
+                        filled += count
+                    return buffer[:filled] if filled < len(buffer) else buffer
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 return None
 
@@ -314,12 +348,12 @@ def _clean(rel_path: str) -> str:
 
 
 @contextlib.contextmanager
-def atomic_open(path: Path, mode: str = "wb") -> Iterator[Any]:
+def atomic_open(path: Path, mode: str = "wb", *, durable: bool = True) -> Iterator[Any]:
     """Open a temporary file next to ``path``; on success it replaces ``path``.
 
-    The data is flushed and fsync'ed before ``os.replace``, so after a crash the
-    file is either the old one or the complete new one. On an exception the
-    temporary file is removed and ``path`` is untouched.
+    The data is flushed and (``durable``) fsync'ed before ``os.replace``, so
+    after a crash the file is either the old one or the complete new one. On an
+    exception the temporary file is removed and ``path`` is untouched.
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"atomic_open writes whole files: mode 'wb' or 'w', not {mode!r}")
@@ -329,13 +363,15 @@ def atomic_open(path: Path, mode: str = "wb") -> Iterator[Any]:
         with os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -121,7 +121,7 @@ def test_entry_that_cannot_be_unpickled_is_a_miss(
     payload = b"cnonexistent_module_for_podcode\nThing\n."
     with pytest.raises(ModuleNotFoundError):
         pickle.loads(payload)
-    store.put_bytes(cache.path(key), encode_entry(payload))
+    store.put_bytes(cache.path(key), b"".join(encode_entry([payload])))
     with caplog.at_level(logging.WARNING, logger="interactive.cache"):
         assert cache.get(key) == (False, None)
     assert "ModuleNotFoundError" in caplog.text
@@ -159,5 +159,26 @@ def test_local_store_entry_lies_under_cache_folder(podcode_home: Path) -> None:
     assert [entry.name for entry in entries] == [key.split("/")[1] + ".pkl"]
 
 
-def test_entry_format_checks() -> None:
-    assert decode_entry(encode_entry(b"payload")) == b"payload"
+def test_entry_format_round_trip_and_alignment() -> None:
+    data = b"".join(encode_entry([b"pickle", b"", bytes(range(100))]))
+    parts = decode_entry(data)
+    assert [bytes(part) for part in parts] == [b"pickle", b"", bytes(range(100))]
+    start = np.frombuffer(data, np.uint8).ctypes.data
+    for part in parts:
+        if len(part):
+            assert (np.frombuffer(part, np.uint8).ctypes.data - start) % 64 == 0
+
+
+def test_large_arrays_come_back_writable_and_equal(cache: TaskCache, tmp_path: Path) -> None:
+    local = TaskCache(open_store({"PODCODE_STORE": str(tmp_path / "store")}))
+    for each in (cache, local):
+        key = each.key("m.big", "1", (), {})
+        array = np.arange(1_000_003, dtype=np.float64).reshape(-1, 1)
+        fortran = np.asfortranarray(np.ones((300, 200)))
+        each.put(key, {"a": array, "f": fortran, "meta": [1, "x"]})
+        hit, value = each.get(key)
+        assert hit and isinstance(value, dict)
+        assert np.array_equal(value["a"], array) and np.array_equal(value["f"], fortran)
+        assert value["a"].flags.writeable and value["a"].flags.aligned
+        value["a"][0, 0] = -1.0
+        assert value["meta"] == [1, "x"]
