@@ -260,3 +260,14 @@ def test_sync_down_of_an_empty_folder_makes_an_empty_mirror(tmp_path: Path) -> N
     store = open_store({"PODCODE_STORE": memory_url()})
     store.sync_down("nothing/here", tmp_path / "m")
     assert [p.name for p in (tmp_path / "m").iterdir() if not p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_chunks_and_writable_buffers(tmp_path: Path, remote: bool) -> None:
+    url = memory_url() if remote else str(tmp_path / "store")
+    store = open_store({"PODCODE_STORE": url})
+    store.put_chunks("e/x.bin", [b"ab", memoryview(b"cd"), bytearray(b"ef")], durable=False)
+    buffer = store.get_buffer("e/x.bin")
+    assert buffer == bytearray(b"abcdef")
+    assert isinstance(buffer, bytearray)
+    assert store.get_buffer("e/missing.bin") is None
