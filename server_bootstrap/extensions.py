@@ -85,10 +85,10 @@ def install_extensions(
 def spec_kind(spec: str | Path) -> str:
     """``vsix``, ``url`` or ``id`` (pure: looks at the text only)."""
     text = str(spec)
-    if isinstance(spec, Path) or text.endswith(".vsix") or os.sep in text:
-        return "vsix"
-    if urllib.parse.urlsplit(text).scheme in ("http", "https", "file"):
+    if urllib.parse.urlsplit(text).scheme in ("http", "https", "file") and "://" in text:
         return "url"
+    if text.endswith(".vsix") or os.sep in text or Path(text).is_file():
+        return "vsix"
     if re.match(r"^[\w-]+\.[\w.-]+(@[\w.+-]+)?$", text):
         return "id"
     raise ExtensionError(

@@ -23,7 +23,7 @@ import aiohttp
 
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
-from server_bootstrap.process import terminate_tree
+from server_bootstrap.process import terminate_tree, tree_members
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +112,8 @@ class CodeServer:
         self.restarts = 0
         self.url = ""
         self.pid: int | None = None
+        self.ready = False
+        """True while code-server answers (after start, until it exits or is stopped)."""
         self._password = password
         self._env = dict(env)
         self._marker = secrets.token_hex(8)
@@ -123,6 +125,11 @@ class CodeServer:
 
     def __repr__(self) -> str:
         return f"CodeServer(url={self.url!r}, pid={self.pid}, workspace={str(self.workspace)!r})"
+
+    @property
+    def marker(self) -> tuple[str, str]:
+        """The environment variable and value every process of this tree inherits."""
+        return (MARKER_VARIABLE, self._marker)
 
     @property
     def auth(self) -> str:
@@ -172,6 +179,7 @@ class CodeServer:
         except BaseException:
             await self._terminate()
             raise
+        self.ready = True
         log.info("code-server is ready at %s (pid %d)", self.url, self.pid)
 
     async def _read_output(
@@ -222,6 +230,13 @@ class CodeServer:
         output = "\n".join(self._tail) or "(no output)"
         return f"code-server ({self.binary}) {what}; its last output:\n{output}"
 
+    def pids(self) -> list[int]:
+        """Live processes of this code-server's tree (launcher, server, extension host…)."""
+        if self._proc is None:
+            return []
+        members = tree_members(self._proc.pid, self._proc.pid, self.marker)
+        return sorted(proc.pid for proc in members)
+
     async def supervise(self) -> None:
         """Wait on code-server; restart it (at most ``max_restarts`` times) when it exits.
 
@@ -232,6 +247,7 @@ class CodeServer:
             if self._proc is None:
                 raise CodeServerStartError("code-server was not started: call start() first")
             code = await self._proc.wait()
+            self.ready = False
             if self._stopping:
                 return
             await self._terminate()  # the launcher's children outlive it
@@ -252,11 +268,12 @@ class CodeServer:
         await self._terminate()
 
     async def _terminate(self) -> None:
+        self.ready = False
         proc = self._proc
         if proc is None:
             return
         survivors = await asyncio.to_thread(
-            terminate_tree, proc.pid, proc.pid, (MARKER_VARIABLE, self._marker),
+            terminate_tree, proc.pid, proc.pid, self.marker,
             grace_seconds=self.stop_grace, skip_wait=proc.pid,
         )
         try:

@@ -1,0 +1,223 @@
+"""Launching a real code-server: readiness, password, binding, restarts, stopping the tree."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+import psutil
+import pytest
+
+from server_bootstrap.errors import CodeServerStartError
+from server_bootstrap.launch import (
+    MARKER_VARIABLE,
+    CodeServer,
+    child_environ,
+    command_line,
+    url_host,
+)
+from tests.codeserver_fixture import code_server_processes
+
+Factory = Callable[..., CodeServer]
+PASSWORD = "test-password"
+
+
+# -- pure parts -------------------------------------------------------------------------
+
+
+def test_command_line_has_no_password_and_its_own_folders(tmp_path: Path) -> None:
+    args = command_line(Path("/opt/cs/bin/code-server"), workspace=tmp_path / "ws",
+                        bind="127.0.0.1", port=8080, data_dir=tmp_path / "d", auth="password")
+    assert args[0] == "/opt/cs/bin/code-server" and args[-1] == str(tmp_path / "ws")
+    pairs = dict(zip(args[1:-1:2], args[2:-1:2], strict=False))
+    assert pairs["--bind-addr"] == "127.0.0.1:8080"
+    assert pairs["--auth"] == "password"
+    assert pairs["--user-data-dir"] == str(tmp_path / "d" / "user-data")
+    assert pairs["--extensions-dir"] == str(tmp_path / "d" / "extensions")
+    assert pairs["--config"] == str(tmp_path / "d" / "config.yaml")
+    assert "--disable-telemetry" in args and "--disable-update-check" in args
+    assert not any("password" in a.lower() for a in args if a not in ("--auth", "password"))
+
+
+def test_child_environment_carries_the_password_only_there() -> None:
+    base = {"PATH": "/bin", "PASSWORD": "inherited", "HASHED_PASSWORD": "$argon2..."}
+    env = child_environ(base, {"PODCODE_TOKEN": "t"}, "secret", "m1")
+    assert env["PASSWORD"] == "secret" and "HASHED_PASSWORD" not in env
+    assert env["PODCODE_TOKEN"] == "t" and env[MARKER_VARIABLE] == "m1" and env["PATH"] == "/bin"
+    no_auth = child_environ(base, {}, None, "m2")
+    assert "PASSWORD" not in no_auth and "HASHED_PASSWORD" not in no_auth
+    assert base["PASSWORD"] == "inherited"
+
+
+def test_url_host() -> None:
+    assert url_host("127.0.0.1") == "127.0.0.1"
+    assert url_host("0.0.0.0") == "127.0.0.1"
+    assert url_host("::1") == "[::1]"
+    assert url_host("localhost") == "localhost"
+
+
+# -- failures, with a stand-in binary -----------------------------------------------
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+async def test_a_binary_that_exits_is_reported_with_its_output(tmp_path: Path) -> None:
+    binary = _script(tmp_path / "code-server", "echo 'cannot start: boom' >&2\nexit 3\n")
+    server = CodeServer(binary, workspace=tmp_path, bind="127.0.0.1", port=0,
+                        data_dir=tmp_path / "d", password=PASSWORD)
+    with pytest.raises(CodeServerStartError, match="(?s)exited with 3.*cannot start: boom"):
+        await server.start(timeout=30)
+    await server.stop()
+
+
+async def test_a_binary_that_never_listens_is_stopped(tmp_path: Path) -> None:
+    binary = _script(tmp_path / "code-server", "sleep 300 &\nsleep 300\n")
+    server = CodeServer(binary, workspace=tmp_path, bind="127.0.0.1", port=0,
+                        data_dir=tmp_path / "d", password=PASSWORD, stop_grace=2)
+    with pytest.raises(CodeServerStartError, match="did not start listening"):
+        await server.start(timeout=1)
+    assert code_server_processes(server) == []
+
+
+# -- the real code-server -------------------------------------------------------------
+
+
+@pytest.mark.codeserver
+async def test_starts_ready_on_loopback_with_a_password(
+    code_server_factory: Factory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config_home = tmp_path / "xdg-config"
+    server = code_server_factory(env={"XDG_CONFIG_HOME": str(config_home)})
+    with caplog.at_level(logging.DEBUG, logger="server_bootstrap"):
+        await server.start()
+    assert server.url.startswith("http://127.0.0.1:") and server.pid is not None
+    port = int(server.url.rstrip("/").rsplit(":", 1)[1])
+    assert port != 0
+    async with aiohttp.ClientSession() as client:
+        async with client.get(f"{server.url}healthz") as response:
+            assert response.status == 200
+            assert (await response.json())["status"] in ("alive", "expired")
+        async with client.get(server.url, allow_redirects=False) as response:
+            assert response.status == 302 and response.headers["Location"] == "./login"
+        async with client.post(f"{server.url}login", data={"password": "wrong"},
+                               allow_redirects=False) as response:
+            assert response.status == 200 and "Incorrect password" in await response.text()
+            assert "code-server-session" not in response.cookies
+        async with client.post(f"{server.url}login", data={"password": PASSWORD},
+                               allow_redirects=False) as response:
+            assert response.status == 302 and "code-server-session" in response.cookies
+    # The password is in no command line and no log line; nothing went to ~/.config.
+    for proc in code_server_processes(server):
+        assert PASSWORD not in " ".join(proc.cmdline())
+    assert PASSWORD not in caplog.text
+    assert not config_home.exists()
+    # Listening on 127.0.0.1 only: not reachable on the machine's other addresses.
+    listening = {c.laddr.ip for proc in code_server_processes(server)
+                 for c in _connections(proc) if c.status == psutil.CONN_LISTEN
+                 and c.laddr.port == port}
+    assert listening == {"127.0.0.1"}
+    for address in _other_addresses():
+        with pytest.raises(OSError), socket.create_connection((address, port), timeout=5):
+            pass
+
+
+def _connections(proc: psutil.Process) -> list[psutil._common.pconn]:  # type: ignore[name-defined]
+    try:
+        return list(proc.net_connections(kind="inet"))
+    except psutil.Error:
+        return []
+
+
+def _other_addresses() -> list[str]:
+    return [a.address for addresses in psutil.net_if_addrs().values() for a in addresses
+            if a.family == socket.AF_INET and not a.address.startswith("127.")]
+
+
+@pytest.mark.codeserver
+async def test_auth_none_needs_no_login(code_server_factory: Factory) -> None:
+    server = code_server_factory(password=None)
+    await server.start()
+    async with aiohttp.ClientSession() as client, client.get(
+        server.url, allow_redirects=False
+    ) as response:
+        assert response.status in (200, 302)
+        assert not response.headers.get("Location", "").startswith("./login")
+
+
+@pytest.mark.codeserver
+async def test_stop_leaves_no_process(code_server_factory: Factory) -> None:
+    server = code_server_factory()
+    await server.start()
+    tree = code_server_processes(server)
+    pgid = os.getpgid(server.pid or 0)
+    assert server.pid in [p.pid for p in tree] and len(tree) >= 2  # launcher + server
+    assert sorted(server.pids()) == sorted(p.pid for p in tree)
+    assert pgid != os.getpgid(0)  # its own process group
+    await server.stop()
+    assert code_server_processes(server) == []
+    assert [p for p in psutil.process_iter() if _pgid(p) == pgid] == []
+    await server.stop()  # twice is fine
+
+
+def _pgid(proc: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(proc.pid)
+    except OSError:
+        return None
+
+
+@pytest.mark.codeserver
+async def test_a_crash_is_restarted_then_given_up(code_server_factory: Factory) -> None:
+    server = code_server_factory(max_restarts=1)
+    await server.start()
+    url, first = server.url, server.pid
+    supervisor = asyncio.create_task(server.supervise())
+    os.kill(first or 0, signal.SIGKILL)  # the launcher dies; its children must not linger
+    await _until(lambda: server.ready and server.restarts == 1)
+    assert server.pid != first
+    await _healthy(server.url)
+    assert server.url == url
+    assert not psutil.pid_exists(first or 0) or _is_zombie(first or 0)
+    os.kill(server.pid or 0, signal.SIGKILL)
+    with pytest.raises(CodeServerStartError, match="restarted 1 times"):
+        await asyncio.wait_for(supervisor, timeout=60)
+    assert code_server_processes(server) == []
+
+
+@pytest.mark.codeserver
+async def test_supervise_returns_after_stop(code_server_factory: Factory) -> None:
+    server = code_server_factory()
+    await server.start()
+    supervisor = asyncio.create_task(server.supervise())
+    await asyncio.sleep(0)
+    await server.stop()
+    await asyncio.wait_for(supervisor, timeout=30)
+    assert server.restarts == 0 and code_server_processes(server) == []
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 60) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
+async def _healthy(url: str) -> None:
+    async with aiohttp.ClientSession() as client, client.get(f"{url}healthz") as response:
+        assert response.status == 200
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return True
