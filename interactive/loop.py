@@ -13,15 +13,31 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def mark_service_thread(thread: threading.Thread | None = None) -> None:
+    """Keep a podcode thread out of the debugger: never traced, never suspended.
+
+    When the engineer sits in the post-mortem, the debugger suspends "all
+    threads"; the control API, the monitor and their workers must go on.
+    """
+    thread = thread or threading.current_thread()
+    thread.pydev_do_not_trace = True  # type: ignore[attr-defined]
+    thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]
+
+
+def service_executor(prefix: str, workers: int = 4) -> concurrent.futures.ThreadPoolExecutor:
+    """A thread pool whose workers the debugger leaves alone."""
+    return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=prefix, initializer=mark_service_thread)
+
+
 class LoopThread:
     """Owns one asyncio loop: start guarded tasks, call into it from other threads, stop."""
 
     def __init__(self, name: str = "podcode-session") -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        # pydevd skips such threads when the debugger suspends "all threads", so the
-        # control API keeps answering while the engineer sits in the post-mortem.
-        self._thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]
+        mark_service_thread(self._thread)
+        self._executor = service_executor(f"{name}-io")
+        self.loop.set_default_executor(self._executor)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._thread.start()
 
@@ -68,3 +84,4 @@ class LoopThread:
         self._thread.join(timeout)
         if not self._thread.is_alive():
             self.loop.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -33,6 +33,7 @@ def run_task(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tup
                 log.info("%s: cached output reused (cache_version %s)", ref.name, settings.cache_version)
                 return value
         result = _attempt(fn, ref, settings, args, kwargs)
+        _leave_if_preempted(ref, settings)
         if cache is not None:
             cache.put(key, result)
         return result
@@ -69,7 +70,22 @@ def _attempt(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tup
         raise
     except BaseException:
         excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
+    _leave_if_preempted(ref, settings)  # the pod is going: no session, checkpoint and go
     return debug_session(fn, ref, settings, args, kwargs, excinfo)
+
+
+def _leave_if_preempted(ref: TaskRef, settings: Settings, edits: Callable[[], object] | None = None) -> None:
+    """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
+    from interactive import preempt
+    from interactive.checkpoint import sync_checkpoints
+
+    def save() -> None:
+        if edits is not None:
+            edits()
+        sync_checkpoints(ref.name)
+
+    hooks = [settings.on_preempt] if settings.on_preempt is not None else []
+    preempt.exit_if_terminated(hooks, settings.preempt_grace_seconds, after=save)
 
 
 def workspace_for(ref: TaskRef, settings: Settings) -> Path:
@@ -114,7 +130,7 @@ def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args
                 raise Reaped(f"{ref.name}: session cleaned up after being idle", command.detail) from (
                     excinfo[1] if excinfo else None)
             if command.kind == "preempted":
-                _exit_preempted(settings, session)
+                _leave_if_preempted(ref, settings, session.save_edits)
             assert base is not None
             changed = [session.workspace / rel for rel in base.changed()]
             base = Snapshot.take(session.workspace)
@@ -144,14 +160,3 @@ def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> None:
     if excinfo is None:
         raise RuntimeError(f"{ref.name}: session aborted before the task ran")
     raise excinfo[1].with_traceback(excinfo[2])
-
-
-def _exit_preempted(settings: Settings, session: Any) -> None:
-    from interactive import preempt
-
-    hooks = [hook for hook in (settings.on_preempt,) if hook is not None]
-    errors = preempt.run_hooks(hooks, settings.preempt_grace_seconds)
-    for error in errors:
-        log.error("on_preempt hook failed: %s", error)
-    log.warning("%s: preempted (SIGTERM); edits and checkpoints saved, exiting", session.task.name)
-    raise SystemExit(preempt.exit_status())

@@ -8,6 +8,7 @@ abort, reaped or preempted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import queue
@@ -34,6 +35,10 @@ from interactive.workspace import Snapshot
 log = logging.getLogger(__name__)
 
 IDE_TIMEOUT_SECONDS = 60.0
+
+
+def _port(url: str | None) -> int:
+    return int(url.rstrip("/").rsplit(":", 1)[1]) if url else 0
 
 
 @dataclass(frozen=True)
@@ -87,12 +92,9 @@ class Session:
         self.commands.put(Command("abort"))
 
     def keepalive(self, seconds: float) -> float | None:
-        now = self.clock()
-        self.state.set(keepalive_until=max(self.state.keepalive_until, now + seconds), reap_at=None)
-        if self.state.state == "warned":
-            self.state.set(state="waiting")
-        self.state.touch(now)
-        return self.state.reap_at
+        from interactive.monitor import keepalive
+
+        return keepalive(self.state, self.settings, seconds)
 
     # -- lifecycle (called on the main thread) -----------------------------------------
     def open(self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -125,6 +127,7 @@ class Session:
         if self.ide is not None:
             self._loop.spawn(self.ide.supervise(), "ide-supervisor")
         self._arm(excinfo)
+        self._loop.spawn(self._watch(), "monitor")
         log.info(
             "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
             self.task.name, time.perf_counter() - started, self._control.url, *self.endpoints.debug,
@@ -138,6 +141,50 @@ class Session:
         self._postmortem.present(excinfo)
         self._record()
 
+    async def _watch(self) -> None:
+        """Find the pod, mark it, then watch for idleness until reaped or closed."""
+        from interactive.kube import PodClient
+        from interactive.monitor import default_deps, run_monitor
+
+        loop = asyncio.get_running_loop()
+        self.pod = await loop.run_in_executor(None, PodClient.discover)
+        if self.pod is not None:
+            ports = {"code_server": _port(self.endpoints.code_server_url), "control": _port(self.endpoints.control_url),
+                     "debug": self.endpoints.debug[1]}
+            await loop.run_in_executor(None, lambda: self.pod.mark_session(
+                task=self.task.name, state=self.state.state, owner=self.settings.owner, ports=ports, home=str(self.home)))
+        ide = self.ide
+        deps = default_deps(self.settings, self.state, workspace=self.workspace, pod=self.pod,
+                            ide_pids=lambda: ide.pids() if ide is not None else [])
+        await run_monitor(self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier))
+
+    async def _reap(self, notifier: Any) -> None:
+        from interactive.reaper import cleanup
+        from interactive.store import open_store
+
+        try:
+            store = open_store()
+        except Exception:
+            log.exception("the store cannot be opened; the edits cannot be saved")
+            store = None
+        report = await cleanup(state=self.state, settings=self.settings, snapshot=self.snapshot, store=store,
+                               ide=self.ide, pod=self.pod, notifier=notifier, clock=self.clock)
+        self.ide = None if report.ide_stopped else self.ide
+        self.commands.put(Command("reaped", report.edits_url))
+
+    def save_edits(self) -> str | None:
+        """Copy the engineer's edits to the store now (preemption); the store URL or None."""
+        if self.snapshot is None or not self.snapshot.changed():
+            return None
+        from interactive.reaper import CleanupReport, save_edits
+        from interactive.store import open_store
+
+        try:
+            return save_edits(CleanupReport(), self.snapshot, open_store(), self.task.name, self.clock())
+        except Exception:
+            log.exception("could not save the edits of %s", self.task.name)
+            return None
+
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""
         self._arm(excinfo)
@@ -145,6 +192,12 @@ class Session:
     def running(self) -> None:
         self.state.set(state="running")
         self._record()
+
+    def _label(self) -> None:
+        pod, loop = self.pod, self._loop
+        if pod is not None and loop is not None:
+            state = self.state.state
+            loop.loop.call_soon_threadsafe(lambda: loop.loop.run_in_executor(None, pod.set_state, state))
 
     def wait(self) -> Command:
         """Block the calling (main) thread until a command arrives."""
@@ -157,6 +210,7 @@ class Session:
         return command
 
     def _record(self) -> None:
+        self._label()
         host, port = self.endpoints.debug
         record.write_session(self.home, {
             "state": self.state.state,
@@ -187,6 +241,8 @@ class Session:
             if self._control is not None:
                 loop.call(self._control.stop(), 10)
             loop.stop()
+        if self.pod is not None:
+            self.pod.set_state(final_state)
         configure.remove_session_file(self.workspace)
         record.write_session(self.home, {
             "state": final_state, "task": self.task.name, "error": self.state.error,
