@@ -38,7 +38,8 @@ CHECKPOINTS = "checkpoints"
 """Top folder of checkpoints in the store."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
-_synced_down: set[tuple[str, str]] = set()
+_synced_down: set[Path] = set()
+"""Mirror folders already filled from the store in this process."""
 _lock = threading.Lock()
 
 
@@ -94,9 +95,9 @@ def checkpoint_dir(
         return store.local_path(store_dir(name))
     folder = mirror_dir(store, name, environ)
     with _lock:
-        if (store.url, name) not in _synced_down:
+        if folder not in _synced_down:
             store.sync_down(store_dir(name), folder)
-            _synced_down.add((store.url, name))
+            _synced_down.add(folder)
             logger.info("checkpoints of %s fetched from %s", name, store.url_for(store_dir(name)))
     return folder
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import logging
 import signal
 import threading
@@ -39,7 +40,7 @@ class _State:
         self.installed = False
         self.previous: _Handler = None
         self.wakers: dict[int, Callable[[], None]] = {}
-        self.next_id = 0
+        self.ids = itertools.count()
         self.in_handler = False
 
 
@@ -92,8 +93,7 @@ def on_terminate(callback: Callable[[], None]) -> Callable[[], None]:
     If SIGTERM already arrived, ``callback`` is called at once. Returns a
     function that unregisters it.
     """
-    waker_id = _state.next_id
-    _state.next_id += 1
+    waker_id = next(_state.ids)
     _state.wakers[waker_id] = callback
     if not check_alive():
         _call(callback)
