@@ -192,10 +192,6 @@ print("done", train(steps_wanted))
 """
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the runner to call preempt.exit_if_terminated after the task returns",
-)
 def test_decorated_loop_stops_on_sigterm_saves_and_exits_143(
     tmp_path: Path, env: dict[str, str], children: list[subprocess.Popen[str]]
 ) -> None:
