@@ -16,6 +16,7 @@ pod) never takes a half-written checkpoint for a whole one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import logging
@@ -38,8 +39,8 @@ CHECKPOINTS = "checkpoints"
 """Top folder of checkpoints in the store."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
-_synced_down: set[Path] = set()
-"""Mirror folders already filled from the store in this process."""
+_synced_down: dict[Path, tuple[Store, str]] = {}
+"""Mirror folders already filled from the store in this process: their store and task."""
 _lock = threading.Lock()
 
 
@@ -97,7 +98,9 @@ def checkpoint_dir(
     with _lock:
         if folder not in _synced_down:
             store.sync_down(store_dir(name), folder)
-            _synced_down.add(folder)
+            if not _synced_down:
+                atexit.register(sync_all_mirrors)
+            _synced_down[folder] = (store, name)
             logger.info("checkpoints of %s fetched from %s", name, store.url_for(store_dir(name)))
     return folder
 
@@ -161,6 +164,21 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def sync_all_mirrors() -> None:
+    """Upload every checkpoint mirror of this process (also run at interpreter exit).
+
+    A safety net: podcode syncs a task's folder when the task returns or fails;
+    this catches what changed afterwards. Errors are logged, not raised.
+    """
+    with _lock:
+        mirrors = list(_synced_down.items())
+    for folder, (store, name) in mirrors:
+        try:
+            store.sync_up(folder, store_dir(name))
+        except Exception:
+            logger.exception("could not save the checkpoints of %s to %s", name, store.url)
 
 
 def _forget_synced() -> None:

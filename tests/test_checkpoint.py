@@ -124,3 +124,14 @@ def test_sync_without_a_mirror_does_nothing(tmp_path: Path) -> None:
         "PODCODE_HOME": str(tmp_path),
     }
     assert sync_checkpoints("never.used", environ=env) is False
+
+
+def test_sync_all_mirrors_uploads_every_fetched_folder(tmp_path: Path) -> None:
+    url = f"memory://podcode-ck-{uuid.uuid4().hex}"
+    env = {"PODCODE_STORE": url, "PODCODE_HOME": str(tmp_path)}
+    for task in ("m.a", "m.b"):
+        (checkpoint_dir(task, environ=env) / "x.ckpt").write_bytes(task.encode())
+    checkpoint.sync_all_mirrors()
+    fs = fsspec.filesystem("memory")
+    assert fs.cat_file(f"{url}/checkpoints/m.a/x.ckpt") == b"m.a"
+    assert fs.cat_file(f"{url}/checkpoints/m.b/x.ckpt") == b"m.b"
