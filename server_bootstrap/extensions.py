@@ -104,6 +104,7 @@ def install_vsix(vsix: Path, extensions_dir: Path) -> Path:
         raise ExtensionError(f"extension {str(vsix)!r}: no such .vsix file")
     manifest = read_manifest(vsix)
     digest = sha256_of(vsix)
+    extensions_dir.mkdir(parents=True, exist_ok=True)
     folder = extensions_dir / manifest.folder
     stamp = folder / SOURCE_STAMP
     if stamp.is_file() and stamp.read_text().strip() == digest and _registered(
@@ -193,10 +194,8 @@ def _install_marketplace(binary: Path, extensions_dir: Path, spec: str) -> Path:
              if str(e.get("identifier", {}).get("id", "")).lower() == name]
     if known and "@" not in spec:
         return extensions_dir / str(known[0].get("relativeLocation", name))
-    args = [str(binary), "--extensions-dir", str(extensions_dir), "--install-extension", spec,
-            "--force"]
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS)
+        done = _run_cli(binary, extensions_dir, ["--install-extension", spec, "--force"])
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ExtensionError(f"installing extension {spec!r} failed: {exc}") from exc
     found = [e for e in _read_registry(extensions_dir)
@@ -209,3 +208,23 @@ def _install_marketplace(binary: Path, extensions_dir: Path, spec: str) -> Path:
         )
     return extensions_dir / str(found[0].get("relativeLocation", name))
 
+
+
+def _run_cli(
+    binary: Path, extensions_dir: Path, args: list[str]
+) -> subprocess.CompletedProcess[str]:
+    """``code-server ARGS`` on ``extensions_dir``, touching nothing in the home folder."""
+    with tempfile.TemporaryDirectory(prefix="podcode-cli-") as tmp:
+        config = Path(tmp) / "config.yaml"
+        config.write_text("{}\n")
+        command = [str(binary), "--config", str(config), "--user-data-dir", str(Path(tmp) / "data"),
+                   "--extensions-dir", str(extensions_dir), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS)
+
+
+def list_extensions(binary: Path, extensions_dir: Path) -> list[str]:
+    """The extension ids code-server itself finds in ``extensions_dir``."""
+    done = _run_cli(binary, extensions_dir, ["--list-extensions"])
+    if done.returncode != 0:
+        raise ExtensionError(f"code-server --list-extensions failed: {done.stderr.strip()}")
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]

@@ -120,8 +120,11 @@ def read_manifest(vsix: Path) -> Manifest:
 
 
 def unpack(vsix: Path, target: Path) -> None:
-    """Extract the ``extension/`` part of ``vsix`` into the folder ``target``."""
+    """Extract the ``extension/`` part of ``vsix`` into the folder ``target`` (and its
+    manifest as ``.vsixmanifest``, as code-server's installer does)."""
     with zipfile.ZipFile(vsix) as archive:
+        if "extension.vsixmanifest" in archive.namelist():
+            (target / ".vsixmanifest").write_bytes(archive.read("extension.vsixmanifest"))
         for info in archive.infolist():
             if not info.filename.startswith("extension/") or info.is_dir():
                 continue

@@ -34,9 +34,14 @@ class Throttle {
 
   fire(kind) {
     this.lastSent = this.clock();
-    Promise.resolve()
-      .then(() => this.send(kind))
-      .catch(() => undefined);
+    try {
+      const sending = this.send(kind);
+      if (sending && typeof sending.catch === 'function') {
+        sending.catch(() => undefined);
+      }
+    } catch (err) {
+      // A failed report is not worth more than a lost one.
+    }
   }
 
   dispose() {

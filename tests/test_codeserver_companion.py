@@ -1,0 +1,172 @@
+"""The companion extension's logic, run by Node outside VS Code: finding the session,
+the status text, throttled activity, and its HTTP calls against a real aiohttp server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+LIB = Path(__file__).resolve().parents[1] / "vscode_config" / "extension" / "lib"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="needs node to run the extension's code")
+
+
+def node(script: str, *args: str) -> Any:
+    """Run ``script`` with ``lib`` = the extension's lib folder; it prints one JSON value."""
+    assert NODE is not None
+    prelude = f"const lib = {json.dumps(str(LIB))};\n"
+    done = subprocess.run([NODE, "-e", prelude + script, "--", *args], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+FIND = """
+const { findSession } = require(lib + '/session.js');
+const [env, folders] = JSON.parse(process.argv[1]);
+console.log(JSON.stringify(findSession(env, folders)));
+"""
+
+
+def _session_file(folder: Path, mode: int, data: object) -> Path:
+    path = folder / ".vscode" / "podcode-session.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    path.chmod(mode)
+    return path
+
+
+def test_session_from_the_workspace_file(tmp_path: Path) -> None:
+    _session_file(tmp_path, 0o600, {"control_url": "http://127.0.0.1:1", "token": "t",
+                                    "task": "m.f"})
+    found = node(FIND, json.dumps([{}, [str(tmp_path / "none"), str(tmp_path)]]))
+    assert found["session"]["controlUrl"] == "http://127.0.0.1:1"
+    assert found["session"]["token"] == "t" and found["session"]["task"] == "m.f"
+    assert found["problems"] == []
+
+
+def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+    _session_file(tmp_path, 0o600, {"control_url": "http://127.0.0.1:1", "token": "file"})
+    env = {"PODCODE_CONTROL_URL": "http://127.0.0.1:2", "PODCODE_TOKEN": "env"}
+    found = node(FIND, json.dumps([env, [str(tmp_path)]]))
+    assert found["session"]["token"] == "env" and found["session"]["source"] == "environment"
+
+
+@pytest.mark.parametrize(
+    ("mode", "data", "problem"),
+    [
+        (0o644, {"control_url": "http://x", "token": "t"}, "readable by other users"),
+        (0o640, {"control_url": "http://x", "token": "t"}, "readable by other users"),
+        (0o600, "{not json", "not valid JSON"),
+        (0o600, {"control_url": "http://x"}, 'lacks "control_url" or "token"'),
+    ],
+)
+def test_unsafe_or_broken_files_are_refused(
+    tmp_path: Path, mode: int, data: object, problem: str
+) -> None:
+    _session_file(tmp_path, mode, data)
+    found = node(FIND, json.dumps([{}, [str(tmp_path)]]))
+    assert found["session"] is None
+    assert len(found["problems"]) == 1 and problem in found["problems"][0]
+
+
+def test_status_text_shows_state_and_time_left() -> None:
+    script = """
+    const s = require(lib + '/status.js');
+    const now = 1000000;
+    console.log(JSON.stringify([
+      s.statusText({state: 'warned', reap_at: now + 1500}, now),
+      s.statusText({state: 'waiting', reap_at: null, idle_seconds: 600,
+                    max_idle_seconds: 1800, grace_seconds: 600}, now),
+      s.statusText({state: 'waiting', reap_at: null, idle_seconds: 5}, now),
+      s.statusText({state: 'reaping', reap_at: now - 10}, now),
+      s.formatDuration(3900), s.formatDuration(59), s.formatDuration(3600 * 25),
+      s.statusTooltip({state: 'waiting', task: 'train.fit', idle_seconds: 90,
+                       reap_at: now + 60}, now),
+    ]));
+    """
+    texts = node(script)
+    assert texts[0] == "$(warning) podcode: warned · cleanup in 25m"
+    assert texts[1] == "$(debug-pause) podcode: waiting · cleanup in 30m"
+    assert texts[2] == "$(debug-pause) podcode: waiting"
+    assert texts[3].endswith("cleanup in 0s")
+    assert texts[4:7] == ["1h 05m", "59s", "25h 00m"]
+    assert "train.fit" in texts[7] and "idle for 1m" in texts[7]
+
+
+def test_activity_reports_are_throttled() -> None:
+    """A fake clock and timers: the first report goes at once, the burst after it becomes
+    one report (the latest kind) when the interval ends."""
+    script = """
+    const { Throttle } = require(lib + '/throttle.js');
+    let now = 0; const timers = []; const sent = [];
+    const fake = {
+      setTimeout: (fn, ms) => { timers.push({fn, at: now + ms}); return timers.length; },
+      clearTimeout: () => {},
+    };
+    const t = new Throttle(5000, (kind) => sent.push([now, kind]), () => now, fake);
+    t.report('typing');
+    now = 1000; t.report('typing');
+    now = 2000; t.report('terminal');
+    now = 3000; t.report('debug');
+    const scheduled = timers.map((x) => x.at);
+    now = 5000; timers.shift().fn();
+    now = 12000; t.report('typing');
+    setImmediate(() => console.log(JSON.stringify({sent, scheduled, pending: timers.length})));
+    """
+    result = node(script)
+    assert result["sent"] == [[0, "typing"], [5000, "debug"], [12000, "typing"]]
+    assert result["scheduled"] == [5000]
+    assert result["pending"] == 0
+
+
+async def test_client_calls_the_control_api() -> None:
+    seen: list[tuple[str, str, str, object]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else None
+        seen.append((request.method, request.path, request.headers.get("Authorization", ""),
+                     body))
+        if request.path == "/api/status":
+            return web.json_response({"state": "waiting", "reap_at": None, "idle_seconds": 3})
+        return web.json_response({"ok": True}, status=202 if request.path == "/api/resume"
+                                 else 200)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    script = """
+    const c = require(lib + '/client.js');
+    const session = { controlUrl: process.argv[1], token: 'tok' };
+    (async () => {
+      const out = [];
+      out.push(await c.status(session));
+      out.push(await c.activity(session, 'typing'));
+      out.push(await c.keepalive(session, 3600));
+      out.push(await c.resume(session));
+      console.log(JSON.stringify(out.map((r) => [r.status, r.body])));
+    })().catch((e) => { console.error(e); process.exit(1); });
+    """
+    try:
+        answers = await asyncio.to_thread(node, script, f"http://127.0.0.1:{port}")
+    finally:
+        await runner.cleanup()
+    assert answers[0] == [200, {"state": "waiting", "reap_at": None, "idle_seconds": 3}]
+    assert [a[0] for a in answers[1:]] == [200, 200, 202]
+    assert seen == [
+        ("GET", "/api/status", "Bearer tok", None),
+        ("POST", "/api/activity", "Bearer tok", {"kind": "typing"}),
+        ("POST", "/api/keepalive", "Bearer tok", {"seconds": 3600}),
+        ("POST", "/api/resume", "Bearer tok", {}),
+    ]
