@@ -158,7 +158,9 @@ class Forwarder:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> Forwarder:
-        self._acceptor.start()
+        """Start accepting (once; entering the context manager starts it too)."""
+        if self._acceptor.ident is None:
+            self._acceptor.start()
         return self
 
     def close(self) -> None:

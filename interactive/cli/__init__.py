@@ -1,0 +1,77 @@
+"""The ``podcode`` command: ``main(argv) -> exit code``.
+
+Errors a user can fix (unknown pod, no cluster, no permission, no session)
+print one line and exit with a documented code (see :class:`Exit`); only a
+bug prints a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from interactive.cli import attach, control_cmds, doctor_cmd, install_cmd, sessions
+from interactive.cli.console import Console
+from interactive.cli.errors import Exit, exit_code
+from interactive.cli.parser import build_parser
+from interactive.errors import PodcodeError
+
+__all__ = ["Console", "Exit", "main", "run"]
+
+VERBS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    "list": sessions.run,
+    "attach": attach.attach,
+    "debug": attach.debug,
+    "status": control_cmds.status,
+    "resume": control_cmds.resume,
+    "keepalive": control_cmds.keepalive,
+    "abort": control_cmds.abort,
+    "doctor": doctor_cmd.run,
+}
+
+
+def run(argv: Sequence[str], console: Console | None = None) -> int:
+    """Run one command; returns its exit code (argparse exits 2 on bad usage)."""
+    console = console or Console()
+    parser = build_parser()
+    args, rest = parser.parse_known_args(list(argv))
+    try:
+        if args.verb == "install":
+            return install_cmd.run(rest, console)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return VERBS[args.verb](args, console)
+    except PodcodeError as exc:
+        console.warn(str(exc))
+        return int(exit_code(exc))
+    except KeyboardInterrupt:
+        console.warn("interrupted")
+        return int(Exit.INTERRUPTED)
+
+
+def _configure_logging(argv: Sequence[str]) -> None:
+    verbose = "-v" in argv or "--verbose" in argv
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("podcode: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    if not verbose:
+        for noisy in ("kubernetes", "urllib3", "websocket"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script ``podcode``."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    _configure_logging(arguments)
+    try:
+        return run(arguments)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(Exit.USAGE)
+    except BrokenPipeError:  # `podcode list | head`: the reader left, nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return int(Exit.FAILED)

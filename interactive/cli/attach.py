@@ -1,0 +1,121 @@
+"""``podcode attach`` and ``podcode debug``: port-forwards that run until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+
+from interactive.cli.api import ControlClient
+from interactive.cli.console import Console
+from interactive.cli.errors import Exit
+from interactive.cli.launch import attach_configuration, merge_launch
+from interactive.cli.target import connect, forward, required_port
+from interactive.cluster import Cluster, ClusterError, SessionInfo
+from interactive.sessionfile import SessionFile
+
+
+def attach(args: argparse.Namespace, console: Console) -> int:
+    with connect(args, console) as cluster, contextlib.ExitStack() as stack:
+        info = cluster.live_session(args.pod, args.namespace)
+        record = cluster.read_session_file(info, args.container)
+        control = stack.enter_context(forward(cluster, info, required_port(info, "control"),
+                                               name="control API"))
+        client = ControlClient(control.url, record.token)
+        status = client.status()
+        ide_url = None
+        if record.code_server_url is not None:
+            remote = required_port(info, "code_server")
+            ide = stack.enter_context(forward(cluster, info, remote, args.port or remote,
+                                               fixed=args.port is not None, name="code-server"))
+            ide_url = ide.url + "/"
+        _announce(console, args, info, record, status.get("state"), ide_url, control.url)
+        if args.open and ide_url:
+            console.open_browser(ide_url)
+        return hold(console, cluster, info, client)
+
+
+def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
+              record: SessionFile, state: object, ide_url: str | None, control_url: str) -> None:
+    if args.output == "json":
+        console.say(json.dumps({
+            "pod": info.pod, "namespace": info.namespace, "task": record.task, "state": state,
+            "url": ide_url, "password": record.password, "control_url": control_url,
+        }))
+        return
+    console.say(f"Attached to {info.namespace}/{info.pod}: task {record.task or '-'}, "
+                f"state {state}" + (f", error {record.error}" if record.error else ""))
+    if ide_url:
+        console.say(f"  VS Code:   {ide_url}")
+        if record.password:
+            console.say(f"  Password:  {record.password}")
+    else:
+        console.say("  This session has no browser IDE (ide=none): "
+                    f"use `podcode debug {info.pod} -n {info.namespace}` with desktop VS Code.")
+    console.say(f"  Control:   {control_url}")
+    console.say("Press Ctrl-C to stop forwarding (the session keeps running).")
+
+
+def debug(args: argparse.Namespace, console: Console) -> int:
+    with connect(args, console) as cluster, contextlib.ExitStack() as stack:
+        info = cluster.live_session(args.pod, args.namespace)
+        record = cluster.read_session_file(info, args.container)
+        control = stack.enter_context(forward(cluster, info, required_port(info, "control"),
+                                               name="control API"))
+        client = ControlClient(control.url, record.token)
+        client.status()
+        remote = info.ports.get("debug") or record.debug_port or required_port(info, "debug")
+        local = stack.enter_context(forward(cluster, info, remote, args.port or remote,
+                                             fixed=args.port is not None, name="debugpy"))
+        _describe_debug(console, args, info, record, local.port)
+        return hold(console, cluster, info, client)
+
+
+def _describe_debug(console: Console, args: argparse.Namespace, info: SessionInfo,
+                    record: SessionFile, port: int) -> None:
+    root = Path(args.local_root).resolve()
+    write = args.write
+    local_root = "${workspaceFolder}" if write and root == Path.cwd().resolve() else str(root)
+    name = f"podcode: attach to {info.pod}"
+    configuration = attach_configuration(name, "127.0.0.1", port, local_root, record.workspace)
+    if args.output == "json":
+        console.say(json.dumps({"pod": info.pod, "namespace": info.namespace,
+                                "debug_port": port, "configuration": configuration}))
+    elif write:
+        path = root / ".vscode" / "launch.json"
+        if merge_launch(path, configuration):
+            console.warn(f"{path} had comments; they are not kept (the old file is in "
+                         f"{path.name}.bak)")
+        console.say(f"Added \"{name}\" to {path}.")
+    else:
+        console.say("Add this to .vscode/launch.json (or rerun with --write):")
+        console.say(json.dumps(configuration, indent=2))
+    if args.output != "json":
+        console.say(f"debugpy of {info.namespace}/{info.pod} is on 127.0.0.1:{port}. In VS Code: "
+                    f"Run and Debug, \"{name}\": it stops in the failed frame.")
+        console.say("Press Ctrl-C to stop forwarding (the session keeps running).")
+
+
+def hold(console: Console, cluster: Cluster, info: SessionInfo, client: ControlClient) -> int:
+    """Keep the forwards up until Ctrl-C or ``console.stop``; say when the session is lost."""
+    healthy = True
+    try:
+        while not console.stop.wait(console.watch_seconds):
+            now_healthy = client.healthz()
+            if now_healthy == healthy:
+                continue
+            healthy = now_healthy
+            if healthy:
+                console.warn("the session answers again: reconnected")
+                continue
+            try:
+                cluster.live_session(info.pod, info.namespace)
+            except ClusterError as exc:
+                if exc.kind in ("not_found", "ended"):
+                    console.warn(f"{exc}")
+                    return Exit.NOT_FOUND
+            console.warn("lost the connection to the session; reconnecting...")
+    except KeyboardInterrupt:
+        pass
+    return Exit.OK

@@ -1,0 +1,76 @@
+"""``podcode status | resume | keepalive | abort [POD]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from interactive.cli.console import Console
+from interactive.cli.errors import ControlError, Exit
+from interactive.cli.output import duration, fields, iso, until
+from interactive.cli.target import Target, open_target
+
+
+def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
+    reap_at = status.get("reap_at")
+    gpu = status.get("gpu_utilization")
+    pairs = [
+        ("Session", target.label),
+        ("Task", str(status.get("task") or "-")),
+        ("State", str(status.get("state") or "-")),
+        ("Error", str(status.get("error") or "-")),
+        ("Attempt", str(status.get("attempt", "-"))),
+        ("Idle", duration(float(status.get("idle_seconds") or 0))),
+        ("Cleanup", "-" if reap_at is None else f"{iso(reap_at)} ({until(reap_at, now)})"),
+        ("Owner", str(status.get("owner") or "-")),
+        ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
+    ]
+    pairs += [("Note", str(note)) for note in status.get("notes") or []]
+    return fields(pairs)
+
+
+def status(args: argparse.Namespace, console: Console) -> int:
+    with open_target(args, console) as target:
+        answer = target.client.status()
+    if args.output == "json":
+        console.json({"session": target.label, **answer})
+    else:
+        console.say(_status_lines(target, answer, console.clock()))
+    return Exit.OK
+
+
+def resume(args: argparse.Namespace, console: Console) -> int:
+    with open_target(args, console) as target:
+        try:
+            answer = target.client.resume()
+        except ControlError as exc:
+            if exc.kind == "conflict":
+                raise ControlError(f"cannot resume {target.label}: {exc}", "conflict") from None
+            raise
+    if args.output == "json":
+        console.json({"session": target.label, **answer})
+    else:
+        console.say(f"Resumed {target.label}: the task runs again with your edits.")
+    return Exit.OK
+
+
+def keepalive(args: argparse.Namespace, console: Console) -> int:
+    with open_target(args, console) as target:
+        answer = target.client.keepalive(args.seconds)
+    if args.output == "json":
+        console.json({"session": target.label, **answer})
+        return Exit.OK
+    until_when = answer.get("keepalive_until") or answer.get("reap_at")
+    until_text = f"until {iso(until_when)}" if until_when else f"for {duration(args.seconds)}"
+    console.say(f"Kept {target.label} alive {until_text}: no cleanup before then.")
+    return Exit.OK
+
+
+def abort(args: argparse.Namespace, console: Console) -> int:
+    with open_target(args, console) as target:
+        answer = target.client.abort()
+    if args.output == "json":
+        console.json({"session": target.label, **answer})
+    else:
+        console.say(f"Aborted {target.label}: the task raises its original exception.")
+    return Exit.OK

@@ -1,0 +1,27 @@
+"""``podcode install``: handed to ``server_bootstrap.install`` (imported only when used)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Sequence
+
+from interactive.cli.console import Console
+from interactive.cli.errors import CliError, Exit
+
+MODULE = "server_bootstrap.install"
+
+
+def run(rest: Sequence[str], console: Console) -> int:
+    try:
+        module = importlib.import_module(MODULE)
+    except ImportError as exc:
+        raise CliError(f"podcode install is not available here ({MODULE} cannot be imported: "
+                       f"{exc}); reinstall podcode", Exit.FAILED) from None
+    parser = argparse.ArgumentParser(
+        prog="podcode install",
+        description="Install code-server into the shared cache, so sessions start at once.",
+    )
+    module.add_arguments(parser)
+    args = parser.parse_args(list(rest))
+    return int(module.run(args))

@@ -1,0 +1,83 @@
+"""The ``podcode`` command line: verbs and options, kubectl-like."""
+
+from __future__ import annotations
+
+import argparse
+
+DESCRIPTION = "Find, attach to and steer podcode debug sessions, locally or across a cluster."
+EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session), 4 unreachable
+(no kubeconfig, API server or session down), 5 permission denied, 6 conflict, 130 interrupted"""
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value <= 7 * 24 * 3600:
+        raise argparse.ArgumentTypeError("seconds must be > 0 and at most 604800 (a week)")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1-65535)")
+    return int(text)
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or "
+                        "~/.kube/config)")
+    common.add_argument("--context", help="kubeconfig context (default: the current one)")
+    common.add_argument("-n", "--namespace", help="namespace (default: the context's)")
+    common.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                        help="output format")
+    common.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    return common
+
+
+def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+              common: argparse.ArgumentParser, name: str, help_text: str,
+              optional: bool) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+    parser.add_argument("pod", nargs="?" if optional else None, default=None,
+                        help="the session's pod" + (" (default: the local session)"
+                                                     if optional else ""))
+    parser.add_argument("-c", "--container", help="container holding the session "
+                        "(default: the pod's default container, else the first)")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
+                                     parents=[common])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster")
+    listing.add_argument("-A", "--all-namespaces", action="store_true",
+                         help="sessions in every namespace")
+    attach = _pod_verb(sub, common, "attach", "forward the session's VS Code to this machine",
+                       optional=False)
+    attach.add_argument("--port", type=_port, help="local port for VS Code (default: the "
+                        "pod's, else any free one)")
+    attach.add_argument("--open", action="store_true", help="open VS Code in the browser")
+    debug = _pod_verb(sub, common, "debug", "forward debugpy for desktop VS Code",
+                      optional=False)
+    debug.add_argument("--port", type=_port, help="local port for debugpy")
+    debug.add_argument("--local-root", default=".", help="your checkout of the task's code "
+                       "(default: the current folder)")
+    debug.add_argument("--write", action="store_true",
+                       help="merge the configuration into LOCAL_ROOT/.vscode/launch.json")
+    _pod_verb(sub, common, "status", "the session's state", optional=True)
+    _pod_verb(sub, common, "resume", "re-run the task with the edited code", optional=True)
+    keepalive = _pod_verb(sub, common, "keepalive", "postpone the idle cleanup", optional=True)
+    keepalive.add_argument("--seconds", type=_positive, default=3600.0,
+                           help="how long to keep the session (default 3600)")
+    _pod_verb(sub, common, "abort", "give up: the task raises its original exception",
+              optional=True)
+    sub.add_parser("install", add_help=False, help="install code-server ahead of time "
+                   "(podcode install --help)")
+    sub.add_parser("doctor", parents=[common], help="check code-server, GPU, mail, ports and "
+                   "Kubernetes permissions")
+    return parser
