@@ -118,7 +118,10 @@ def check_nvml() -> Check:
     return Check("gpu (nvml)", OK, f"{count} GPU(s) visible")
 
 
-def check_smtp(environ: Environ, timeout: float = 10.0) -> Check:
+def check_smtp(
+    environ: Environ, timeout: float = 10.0, context: ssl.SSLContext | None = None
+) -> Check:
+    """Connect to PODCODE_SMTP_URL and say EHLO (then STARTTLS and login when configured)."""
     url = environ.get("PODCODE_SMTP_URL")
     if not url:
         return Check("smtp", WARN, "PODCODE_SMTP_URL is not set: owners get no email before "
@@ -130,15 +133,17 @@ def check_smtp(environ: Environ, timeout: float = 10.0) -> Check:
     except SettingError as exc:
         return Check("smtp", FAIL, str(exc), "fix PODCODE_SMTP_URL")
     try:
-        said = _say_ehlo(smtp, timeout)
+        said = _say_ehlo(smtp, timeout, context or ssl.create_default_context())
+    except smtplib.SMTPAuthenticationError:
+        return Check("smtp", FAIL, f"{smtp.safe_url}: the server refused the login",
+                     "fix the user name or password in PODCODE_SMTP_URL")
     except (OSError, smtplib.SMTPException, ssl.SSLError) as exc:
         return Check("smtp", FAIL, f"{smtp.safe_url}: {type(exc).__name__}: {exc}",
                      "check host, port and TLS settings in PODCODE_SMTP_URL")
     return Check("smtp", OK, f"{smtp.safe_url}: {said}")
 
 
-def _say_ehlo(smtp: Any, timeout: float) -> str:
-    context = ssl.create_default_context()
+def _say_ehlo(smtp: Any, timeout: float, context: ssl.SSLContext) -> str:
     factory: Callable[..., smtplib.SMTP] = smtplib.SMTP_SSL if smtp.ssl else smtplib.SMTP
     kwargs: dict[str, Any] = {"context": context} if smtp.ssl else {}
     with factory(smtp.host, smtp.port, timeout=timeout, **kwargs) as server:

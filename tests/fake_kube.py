@@ -320,6 +320,11 @@ class FakeKube:
         labels = {"podcode.io/session": "true", "podcode.io/state": state}
         return self.add_pod(name, namespace, labels=labels, annotations=annotations, **kwargs)
 
+    def remove_pod(self, name: str, namespace: str = "default") -> None:
+        """The pod disappears (deleted by someone else)."""
+        with self._lock:
+            self._state.pods.pop((namespace, name), None)
+
     def pod(self, name: str, namespace: str = "default") -> dict[str, Any] | None:
         with self._lock:
             found = self._state.pods.get((namespace, name))

@@ -1,0 +1,377 @@
+"""The podcode CLI: list, the local session's verbs, and every verb's error paths.
+
+The session side is real: ``interactive.control``'s API served on loopback,
+the session.json the core writes; the cluster is the in-process API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from interactive.cli import Console, Exit, install_cmd, run
+from interactive.control import ControlServer
+from interactive.errors import ResumeConflict
+from interactive.state import SessionState
+from tests.fake_kube import FakeKube
+
+NOW = 1_800_000_000.0
+POD_VERBS = (["attach"], ["debug"], ["status"], ["resume"], ["keepalive"], ["abort"])
+
+
+class Controls:
+    """What the session does when the API is called; records every call."""
+
+    def __init__(self, state: str) -> None:
+        self.state = SessionState(task="train.fit", state=state, error="ValueError: nan")
+        self.calls: list[Any] = []
+
+    def resume(self) -> None:
+        if self.state.state != "waiting":
+            raise ResumeConflict(f"the task is {self.state.state}; nothing to resume")
+        self.calls.append("resume")
+        self.state.set(state="resuming")
+
+    def abort(self) -> None:
+        self.calls.append("abort")
+
+    def keepalive(self, seconds: float) -> float | None:
+        self.calls.append(("keepalive", seconds))
+        self.state.set(keepalive_until=NOW + seconds)
+        return None
+
+
+class LiveSession:
+    """A real control API and a stand-in code-server on loopback, and their session.json."""
+
+    def __init__(self, home: Path, *, state: str = "waiting", ide: bool = True) -> None:
+        self.home = home
+        self.controls = Controls(state)
+        self.token, self.password = "tok-secret-1", "pw-secret-2"
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        sock = socket.create_server(("127.0.0.1", 0))
+        self.control = ControlServer(self.controls, self.token, sock)  # type: ignore[arg-type]
+        self._call(self.control.start())
+        self.control_port = sock.getsockname()[1]
+        self._ide_runner: web.AppRunner | None = None
+        self.ide_port: int | None = self._call(self._start_ide()) if ide else None
+        self.debug_port = 5678
+        self.write_record(ide=ide)
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(30)
+
+    async def _start_ide(self) -> int:
+        app = web.Application()
+        async def index(request: web.Request) -> web.Response:
+            return web.Response(text="stand-in code-server")
+
+        app.router.add_get("/", index)
+        self._ide_runner = web.AppRunner(app, handle_signals=False)
+        await self._ide_runner.setup()
+        site = web.TCPSite(self._ide_runner, "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+    def write_record(self, ide: bool = True, **overrides: Any) -> None:
+        record = {
+            "state": self.controls.state.state, "task": "train.fit", "error": "ValueError: nan",
+            "workspace": "/workspace/src", "control_url": f"http://0.0.0.0:{self.control_port}",
+            "token": self.token, "debug": {"host": "127.0.0.1", "port": self.debug_port},
+            "code_server_url": f"http://127.0.0.1:{self.ide_port}" if ide else None,
+            "password": self.password if ide else None, "pid": os.getpid(), **overrides,
+        }
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / "session.json"
+        path.write_text(json.dumps(record))
+        path.chmod(0o600)
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {"code_server": self.ide_port or 8080, "control": self.control_port,
+                "debug": self.debug_port}
+
+    def close(self) -> None:
+        self._call(self.control.stop())
+        if self._ide_runner is not None:
+            self._call(self._ide_runner.cleanup())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+@pytest.fixture
+def live(podcode_home: Path) -> Iterator[LiveSession]:
+    session = LiveSession(podcode_home)
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def console() -> Console:
+    return Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ, clock=lambda: NOW)
+
+
+def output(console: Console) -> str:
+    return console.out.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def errors(console: Console) -> str:
+    return console.err.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+# --- list -------------------------------------------------------------------------------------
+
+
+def test_list_shows_sessions_with_idle_and_cleanup(fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.session_pod("train-a", state="warned", extra_annotations={
+        "podcode.io/owner": "ana@example.com",
+        "podcode.io/idle-since": "2027-01-15T07:20:00Z",
+        "podcode.io/reap-at": "2027-01-15T08:10:00Z",
+    })
+    fake_kube.session_pod("train-b", "other")
+    fake_kube.add_pod("web")
+    assert run(["list"], console) == Exit.OK
+    lines = output(console).splitlines()
+    assert lines[0].split() == ["POD", "NAMESPACE", "STATE", "TASK", "OWNER", "IDLE", "CLEANUP"]
+    assert lines[1].split() == ["train-a", "default", "warned", "train.fit", "ana@example.com",
+                                "40m", "in", "10m"]
+    assert len(lines) == 2
+
+
+def test_list_all_namespaces_as_json(fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.session_pod("train-a")
+    fake_kube.session_pod("train-b", "other", state="done")
+    assert run(["list", "-A", "-o", "json"], console) == Exit.OK
+    listed = json.loads(output(console))
+    assert [(s["namespace"], s["pod"], s["state"]) for s in listed] == [
+        ("default", "train-a", "waiting"), ("other", "train-b", "done")]
+    assert listed[0]["ports"] == {"code_server": 8080, "control": 8081, "debug": 5678}
+
+
+def test_list_a_thousand_sessions(fake_kube: FakeKube, console: Console) -> None:
+    for i in range(1000):
+        fake_kube.session_pod(f"s-{i:04d}", f"ns-{i % 4}")
+    assert run(["list", "-A", "-o", "json"], console) == Exit.OK
+    assert len(json.loads(output(console))) == 1000
+    assert len([r for r in fake_kube.requests if r.path == "/api/v1/pods"]) == 2
+
+
+def test_list_nothing(fake_kube: FakeKube, console: Console) -> None:
+    assert run(["list", "-n", "empty"], console) == Exit.OK
+    assert output(console) == ""
+    assert "no podcode sessions in namespace empty" in errors(console)
+
+
+# --- the local session ------------------------------------------------------------------------
+
+
+def test_local_status(live: LiveSession, console: Console) -> None:
+    assert run(["status"], console) == Exit.OK
+    text = output(console)
+    assert "Session:" in text and "local session" in text
+    assert "State:" in text and "waiting" in text
+    assert "ValueError: nan" in text
+    assert live.token not in text
+
+
+def test_local_status_json(live: LiveSession, console: Console) -> None:
+    assert run(["status", "-o", "json"], console) == Exit.OK
+    status = json.loads(output(console))
+    assert (status["session"], status["state"], status["task"]) == (
+        "local session", "waiting", "train.fit")
+
+
+def test_local_resume_then_conflict(live: LiveSession, console: Console) -> None:
+    assert run(["resume"], console) == Exit.OK
+    assert live.controls.calls == ["resume"]
+    assert "Resumed local session" in output(console)
+    assert run(["resume"], console) == Exit.CONFLICT
+    assert "cannot resume local session: the task is resuming" in errors(console)
+
+
+def test_local_keepalive_and_abort(live: LiveSession, console: Console) -> None:
+    assert run(["keepalive", "--seconds", "7200"], console) == Exit.OK
+    assert live.controls.calls == [("keepalive", 7200.0)]
+    assert "until 2027-01-15T10:00:00Z" in output(console)
+    assert run(["abort"], console) == Exit.OK
+    assert live.controls.calls[-1] == "abort"
+
+
+def test_keepalive_rejects_bad_seconds(live: LiveSession, console: Console,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run(["keepalive", "--seconds", "-5"], console)
+    assert raised.value.code == Exit.USAGE
+    assert live.controls.calls == []
+
+
+def test_no_local_session(console: Console) -> None:
+    assert run(["status"], console) == Exit.NOT_FOUND
+    assert "no local podcode session" in errors(console)
+    assert len(errors(console).splitlines()) == 1
+
+
+def test_local_session_whose_process_is_gone(podcode_home: Path, console: Console) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    podcode_home.mkdir(parents=True)
+    (podcode_home / "session.json").write_text(json.dumps({
+        "state": "waiting", "control_url": f"http://127.0.0.1:{port}", "token": "t",
+        "pid": dead.pid,
+    }))
+    assert run(["resume"], console) == Exit.NOT_FOUND
+    assert f"its process {dead.pid} is gone" in errors(console)
+
+
+def test_a_wrong_token_is_reported(live: LiveSession, console: Console) -> None:
+    live.write_record(token="stale")
+    assert run(["status"], console) == Exit.FORBIDDEN
+    assert "refused the token" in errors(console)
+
+
+# --- a pod's session, through the API ---------------------------------------------------------
+
+
+@pytest.fixture
+def in_pod(fake_kube: FakeKube, live: LiveSession) -> LiveSession:
+    fake_kube.session_pod("train-0", "ml", ports=live.ports, home=str(live.home))
+    return live
+
+
+def test_status_of_a_pod(in_pod: LiveSession, fake_kube: FakeKube, console: Console) -> None:
+    assert run(["status", "train-0", "-n", "ml"], console) == Exit.OK
+    assert "pod ml/train-0" in output(console)
+    assert "waiting" in output(console)
+    assert any(r.path.endswith("/train-0/portforward") for r in fake_kube.requests)
+    assert any(r.path.endswith("/train-0/exec") for r in fake_kube.requests)
+
+
+def test_resume_keepalive_abort_a_pod(in_pod: LiveSession, console: Console) -> None:
+    assert run(["keepalive", "train-0", "-n", "ml", "--seconds", "600"], console) == Exit.OK
+    assert run(["resume", "train-0", "-n", "ml"], console) == Exit.OK
+    assert run(["abort", "train-0", "-n", "ml", "-o", "json"], console) == Exit.OK
+    assert in_pod.controls.calls == [("keepalive", 600.0), "resume", "abort"]
+    assert json.loads(output(console).split("\n", 2)[-1])["session"] == "pod ml/train-0"
+
+
+# --- error paths of every verb ----------------------------------------------------------------
+
+
+def _one_line(console: Console) -> str:
+    text = errors(console)
+    assert len(text.splitlines()) == 1, text
+    assert "Traceback" not in text
+    return text
+
+
+@pytest.mark.parametrize("verb", [["list"], *POD_VERBS], ids=lambda v: v[0])
+def test_no_kubeconfig(verb: list[str], tmp_path: Path, console: Console,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    argv = verb if verb == ["list"] else [*verb, "train-0"]
+    assert run(argv, console) == Exit.UNREACHABLE
+    assert "no Kubernetes configuration" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", [["list"], *POD_VERBS], ids=lambda v: v[0])
+def test_api_server_down(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.session_pod("train-0")
+    argv = verb if verb == ["list"] else [*verb, "train-0"]
+    with fake_kube.offline():
+        assert run(argv, console) == Exit.UNREACHABLE
+    assert "cannot reach the Kubernetes API server" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", [["list"], *POD_VERBS], ids=lambda v: v[0])
+def test_forbidden(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.session_pod("train-0")
+    fake_kube.fail(403, method="GET")
+    argv = verb if verb == ["list"] else [*verb, "train-0"]
+    assert run(argv, console) == Exit.FORBIDDEN
+    assert "permission denied" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_unknown_pod(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
+    assert run([*verb, "ghost", "-n", "ml"], console) == Exit.NOT_FOUND
+    assert "no pod ghost in namespace ml" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_not_a_session(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.add_pod("web")
+    assert run([*verb, "web"], console) == Exit.NOT_FOUND
+    assert "not a podcode session" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_session_ended(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
+    fake_kube.session_pod("old", state="done")
+    assert run([*verb, "old"], console) == Exit.NOT_FOUND
+    assert "has ended" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_no_session_file_in_the_pod(verb: list[str], fake_kube: FakeKube, console: Console,
+                                    tmp_path: Path) -> None:
+    fake_kube.session_pod("train-0", home=str(tmp_path / "nothing-here"))
+    assert run([*verb, "train-0"], console) == Exit.NOT_FOUND
+    assert "has ended or is not open yet" in _one_line(console)
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_exec_forbidden(verb: list[str], in_pod: LiveSession, fake_kube: FakeKube,
+                        console: Console) -> None:
+    fake_kube.fail(403, path="/exec$")
+    assert run([*verb, "train-0", "-n", "ml"], console) == Exit.FORBIDDEN
+    assert "may not create pods/exec" in _one_line(console)
+
+
+def test_the_console_script_prints_no_traceback(tmp_path: Path) -> None:
+    environ = {**os.environ, "KUBECONFIG": str(tmp_path / "missing")}
+    done = subprocess.run([sys.executable, "-m", "interactive.cli", "attach", "train-0"],
+                          capture_output=True, text=True, env=environ, timeout=60, check=False)
+    assert done.returncode == Exit.UNREACHABLE
+    assert done.stderr.startswith("podcode: no Kubernetes configuration")
+    assert "Traceback" not in done.stderr
+
+
+def test_usage_errors_exit_2(console: Console) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run(["attach"], console)
+    assert raised.value.code == Exit.USAGE
+
+
+# --- install ----------------------------------------------------------------------------------
+
+
+def test_install_is_handed_to_server_bootstrap(console: Console,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run(["install", "--help"], console)
+    assert raised.value.code == 0
+    assert "--method" in capsys.readouterr().out
+
+
+def test_install_without_its_module(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(install_cmd, "MODULE", "server_bootstrap.not_here")
+    assert run(["install"], console) == Exit.FAILED
+    assert "podcode install is not available" in _one_line(console)

@@ -1,0 +1,136 @@
+"""podcode doctor: each check against real peers (SMTP server, sockets, the API server)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from interactive import doctor
+from interactive.cli import Console, Exit, run
+from interactive.cluster import Cluster
+from tests.fake_kube import FakeKube
+from tests.smtp_fixture import SmtpServer, client_context
+
+
+def test_smtp_says_ehlo(smtp_server: SmtpServer) -> None:
+    check = doctor.check_smtp({"PODCODE_SMTP_URL": smtp_server.url})
+    assert check.status == doctor.OK
+    assert "EHLO 250" in check.detail
+
+
+def test_smtp_starttls_and_login(
+    make_smtp_server: Callable[..., SmtpServer], smtp_tls_cert: tuple[Path, Path]
+) -> None:
+    server = make_smtp_server(tls="starttls", users={"mailer": "s3cret"})
+    check = doctor.check_smtp({"PODCODE_SMTP_URL": server.url},
+                              context=client_context(smtp_tls_cert))
+    assert check.status == doctor.OK, check
+    assert "STARTTLS" in check.detail and "login ok" in check.detail
+    assert "s3cret" not in check.detail
+
+
+def test_smtp_wrong_password(
+    make_smtp_server: Callable[..., SmtpServer], smtp_tls_cert: tuple[Path, Path]
+) -> None:
+    server = make_smtp_server(tls="starttls", users={"mailer": "right"})
+    url = server.url.replace(":right@", ":wrong@")
+    check = doctor.check_smtp({"PODCODE_SMTP_URL": url}, context=client_context(smtp_tls_cert))
+    assert check.status == doctor.FAIL
+    assert "refused the login" in check.detail
+    assert "wrong" not in check.detail
+
+
+def test_smtp_unreachable_and_unset_and_malformed() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    down = doctor.check_smtp({"PODCODE_SMTP_URL": f"smtp://127.0.0.1:{port}"}, timeout=5)
+    assert down.status == doctor.FAIL and down.fix
+    assert doctor.check_smtp({}).status == doctor.WARN
+    bad = doctor.check_smtp({"PODCODE_SMTP_URL": "http://user:pw@host"})
+    assert bad.status == doctor.FAIL
+    assert "pw" not in bad.detail.replace("PODCODE", "")
+
+
+def test_ports_free_and_busy() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        checks = doctor.check_ports({"PODCODE_PORT": str(port), "PODCODE_CONTROL_PORT": "0"})
+    by_name = {c.name: c for c in checks}
+    assert by_name["port (code-server)"].status == doctor.WARN
+    assert "PODCODE_PORT" in by_name["port (code-server)"].fix
+    assert by_name["port (control API)"].status == doctor.OK
+    bad = doctor.check_ports({"PODCODE_DEBUG_PORT": "99999"})
+    assert bad[0].status == doctor.FAIL and "debug_port" in bad[0].detail
+
+
+def test_node_missing_or_old(tmp_path: Path) -> None:
+    assert doctor.check_node({"PATH": str(tmp_path)}).status == doctor.WARN
+    fake = tmp_path / "node"
+    fake.write_text("#!/bin/sh\necho v18.19.0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    old = doctor.check_node({"PATH": str(tmp_path)})
+    assert old.status == doctor.WARN and "v18.19.0" in old.detail
+
+
+def test_code_server_setting_that_is_not_a_program(tmp_path: Path) -> None:
+    check = doctor.check_code_server({"PODCODE_CODE_SERVER_PATH": str(tmp_path / "nope"),
+                                      "PATH": ""})
+    assert check.status == doctor.FAIL
+    assert "PODCODE_CODE_SERVER_PATH" in check.detail
+
+
+def test_nvml_never_raises() -> None:
+    assert doctor.check_nvml().status in (doctor.OK, doctor.WARN)
+
+
+def test_user_permissions(fake_kube: FakeKube) -> None:
+    fake_kube.deny("create", "pods/exec")
+    checks = doctor.check_kubernetes(Cluster.connect, {}, "ml")
+    by_name = {c.name: c for c in checks}
+    assert by_name["kubernetes"].status == doctor.OK
+    assert by_name["k8s you: create pods/portforward"].status == doctor.OK
+    refused = by_name["k8s you: create pods/exec"]
+    assert refused.status == doctor.FAIL and "podcode-user Role" in refused.fix
+    assert "k8s pod: patch pods" not in by_name
+
+
+def test_pod_permissions(fake_kube: FakeKube) -> None:
+    fake_kube.deny("delete", "pods")
+    checks = doctor.check_kubernetes(Cluster.connect, {"POD_NAME": "p", "POD_NAMESPACE": "ml"},
+                                     None)
+    by_name = {c.name: c for c in checks}
+    assert by_name["k8s pod: patch pods"].status == doctor.OK
+    assert by_name["k8s pod: create events"].status == doctor.OK
+    assert by_name["k8s pod: delete pods"].status == doctor.FAIL
+    reviews = [r.body["spec"]["resourceAttributes"] for r in fake_kube.requests
+               if "selfsubjectaccessreviews" in r.path]
+    assert {r["namespace"] for r in reviews} == {"ml"}
+
+
+def test_no_cluster_is_a_warning_on_a_laptop(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    [check] = doctor.check_kubernetes(Cluster.connect, {}, None)
+    assert check.status == doctor.WARN and "--kubeconfig" in check.fix
+
+
+def test_cli_doctor_table_and_exit_code(fake_kube: FakeKube,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_kube.deny("list", "pods")
+    monkeypatch.setenv("PODCODE_SMTP_URL", "smtp://127.0.0.1:1")
+    console = Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ)
+    assert run(["doctor"], console) == Exit.FAILED
+    text = console.out.getvalue()  # type: ignore[attr-defined]
+    assert text.splitlines()[0].split() == ["CHECK", "STATUS", "DETAIL"]
+    assert "TO FIX" in text and "podcode-user Role" in text
+    json_console = Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ)
+    assert run(["doctor", "-o", "json"], json_console) == Exit.FAILED
+    names = [c["name"] for c in json.loads(json_console.out.getvalue())]  # type: ignore[attr-defined]
+    assert names[:4] == ["code-server", "node", "gpu (nvml)", "smtp"]
