@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from interactive.configure import TaskRef
+from interactive.context import current_task
 from interactive.resume import RAW_ATTRIBUTE
 from interactive.settings import build_settings, is_enabled
 
@@ -55,13 +56,25 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
         _check_callable(function)
         ref = task_ref(function)
 
+        runner: Callable[..., Any] | None = None
+        decided = False
+
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not is_enabled():
-                return function(*args, **kwargs)
-            from interactive.runner import run_task
+            nonlocal runner, decided
+            if not decided:  # the environment is read once, at the first call
+                if is_enabled():
+                    from interactive.runner import run_task
 
-            return run_task(function, ref, checked, args, kwargs)
+                    runner = run_task
+                decided = True
+            if runner is None:
+                token = current_task.set(ref.name)  # checkpoint_dir() works outside a pod too
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    current_task.reset(token)
+            return runner(function, ref, checked, args, kwargs)
 
         setattr(wrapper, RAW_ATTRIBUTE, function)
         return wrapper

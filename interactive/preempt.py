@@ -62,6 +62,11 @@ def exit_status() -> int:
     return 128 + int(signal.SIGTERM)
 
 
+def installed() -> bool:
+    """Whether :func:`install` ran (cheap: for the per-call fast path)."""
+    return _state.installed
+
+
 def install() -> None:
     """Handle SIGTERM (idempotent). Only the main thread can; elsewhere it does nothing."""
     if threading.current_thread() is not threading.main_thread():

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from interactive import preempt
 from interactive.capture import load_inputs
 from interactive.configure import TaskRef
 from interactive.context import current_task
@@ -21,40 +22,40 @@ log = logging.getLogger(__name__)
 NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
-def run_task(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def run_task(
+    fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """The enabled path. A successful call without cache or retries costs a few microseconds:
+    nothing is captured until the task fails."""
     token = current_task.set(ref.name)
     try:
-        _install_preemption()
-        cache = _cache(settings)
-        if cache is not None:
-            key = cache.key(ref.name, settings.cache_version, args, kwargs)
-            hit, value = cache.get(key)
-            if hit:
-                log.info("%s: cached output reused (cache_version %s)", ref.name, settings.cache_version)
-                return value
+        if not preempt.installed() and threading.current_thread() is threading.main_thread():
+            preempt.install()
+        if settings.cache:
+            return _cached(fn, ref, settings, args, kwargs)
         result = _attempt(fn, ref, settings, args, kwargs)
-        _leave_if_preempted(ref, settings)
-        if cache is not None:
-            cache.put(key, result)
+        if not preempt.check_alive():
+            _leave_if_preempted(ref, settings)
         return result
     finally:
         current_task.reset(token)
 
 
-def _install_preemption() -> None:
-    if threading.current_thread() is threading.main_thread():
-        from interactive import preempt
-
-        preempt.install()
-
-
-def _cache(settings: Settings) -> Any:
-    if not settings.cache:
-        return None
+def _cached(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Any:
     from interactive.cache import TaskCache
     from interactive.store import open_store
 
-    return TaskCache(open_store())
+    cache = TaskCache(open_store())
+    key = cache.key(ref.name, settings.cache_version, args, kwargs, func=fn)
+    hit, value = cache.get(key)
+    if hit:
+        log.info("%s: cached output reused (cache_version %s)", ref.name, settings.cache_version)
+        return value
+    result = _attempt(fn, ref, settings, args, kwargs)
+    _leave_if_preempted(ref, settings)
+    cache.put(key, result)
+    return result
 
 
 def _attempt(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -71,18 +72,25 @@ def _attempt(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tup
     except BaseException:
         excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
     _leave_if_preempted(ref, settings)  # the pod is going: no session, checkpoint and go
+    _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
     return debug_session(fn, ref, settings, args, kwargs, excinfo)
+
+
+def _sync_checkpoints(ref: TaskRef) -> None:
+    from interactive.checkpoint import sync_checkpoints
+
+    try:
+        sync_checkpoints(ref.name)
+    except Exception:
+        log.exception("checkpoints of %s could not be synced to the store", ref.name)
 
 
 def _leave_if_preempted(ref: TaskRef, settings: Settings, edits: Callable[[], object] | None = None) -> None:
     """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
-    from interactive import preempt
-    from interactive.checkpoint import sync_checkpoints
-
     def save() -> None:
         if edits is not None:
             edits()
-        sync_checkpoints(ref.name)
+        _sync_checkpoints(ref)
 
     hooks = [settings.on_preempt] if settings.on_preempt is not None else []
     preempt.exit_if_terminated(hooks, settings.preempt_grace_seconds, after=save)
@@ -109,7 +117,6 @@ def _inputs(ref: TaskRef, session: Any, args: tuple[Any, ...], kwargs: dict[str,
 def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...],
                   kwargs: dict[str, Any], excinfo: ExcInfo | None) -> Any:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
-    from interactive import preempt
     from interactive.resume import changed_modules, find_task, reload_modules
     from interactive.session import Command, Session
     from interactive.workspace import Snapshot

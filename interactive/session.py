@@ -66,7 +66,8 @@ class Session:
     home: Path = field(default_factory=podcode_home)
     clock: Clock = system_clock
     state: SessionState = field(init=False)
-    commands: queue.Queue[Command] = field(default_factory=queue.Queue)
+    commands: queue.SimpleQueue[Command] = field(default_factory=queue.SimpleQueue)
+    """SimpleQueue: ``put`` is safe inside the SIGTERM handler."""
     endpoints: Endpoints = field(default_factory=Endpoints)
     capture: CaptureReport | None = None
     snapshot: Snapshot | None = None
