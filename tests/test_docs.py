@@ -1,0 +1,29 @@
+"""The docs stay true to the code: every setting documented with its override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interactive.settings import NAMES, Settings, env_name
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_every_setting_is_in_the_configuration_reference_with_its_default() -> None:
+    text = (DOCS / "configuration.md").read_text()
+    defaults = Settings()
+    for name in NAMES:
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, f"{name} is not documented"
+        assert env_name(name) in row
+        value = getattr(defaults, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert f"`{value:g}`" in row, f"{name}: default {value:g} not in {row}"
+
+
+def test_docs_link_to_files_that_exist() -> None:
+    import re
+
+    for page in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]:
+        for target in re.findall(r"\]\(([\w./-]+\.md)\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
