@@ -375,3 +375,8 @@ def test_install_without_its_module(console: Console, monkeypatch: pytest.Monkey
     monkeypatch.setattr(install_cmd, "MODULE", "server_bootstrap.not_here")
     assert run(["install"], console) == Exit.FAILED
     assert "podcode install is not available" in _one_line(console)
+
+
+def test_options_before_the_verb_count_too(in_pod: LiveSession, console: Console) -> None:
+    assert run(["-n", "ml", "-o", "json", "status", "train-0"], console) == Exit.OK
+    assert json.loads(output(console))["session"] == "pod ml/train-0"

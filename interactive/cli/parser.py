@@ -25,15 +25,24 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _common() -> argparse.ArgumentParser:
+def _common(defaults: bool) -> argparse.ArgumentParser:
+    """The options every verb takes. Only the top level sets defaults, so that an option
+    given before the verb is not reset by the verb's parser."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--kubeconfig", help="kubeconfig file (default: KUBECONFIG or "
-                        "~/.kube/config)")
-    common.add_argument("--context", help="kubeconfig context (default: the current one)")
-    common.add_argument("-n", "--namespace", help="namespace (default: the context's)")
-    common.add_argument("-o", "--output", choices=("table", "json"), default="table",
+    common.add_argument("--kubeconfig", default=default(None),
+                        help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
+    common.add_argument("--context", default=default(None),
+                        help="kubeconfig context (default: the current one)")
+    common.add_argument("-n", "--namespace", default=default(None),
+                        help="namespace (default: the context's)")
+    common.add_argument("-o", "--output", choices=("table", "json"), default=default("table"),
                         help="output format")
-    common.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    common.add_argument("-v", "--verbose", action="store_true", default=default(False),
+                        help="log what happens")
     return common
 
 
@@ -50,9 +59,9 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common()
+    common = _common(defaults=False)
     parser = argparse.ArgumentParser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
-                                     parents=[common])
+                                     parents=[_common(defaults=True)])
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster")
     listing.add_argument("-A", "--all-namespaces", action="store_true",
