@@ -10,6 +10,7 @@ import asyncio
 import collections
 import contextlib
 import ipaddress
+import json
 import logging
 import os
 import re
@@ -33,6 +34,20 @@ _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD")
+
+USER_SETTINGS: Mapping[str, object] = MappingProxyType({
+    "telemetry.telemetryLevel": "off",
+    "update.mode": "none",
+    "extensions.autoUpdate": False,
+    "extensions.autoCheckUpdates": False,
+    "workbench.enableExperiments": False,
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": False,
+    "workbench.secondarySideBar.defaultVisibility": "hidden",
+    "chat.disableAIFeatures": True,
+})
+"""Defaults for the session's VS Code user settings: no telemetry, no update checks, no
+welcome page, no chat panel taking the focus. A user's own values are kept."""
 
 
 def url_host(bind: str) -> str:
@@ -78,6 +93,22 @@ def child_environ(
         env["PASSWORD"] = password
     env[MARKER_VARIABLE] = marker
     return env
+
+
+def write_user_settings(path: Path, defaults: Mapping[str, object] = USER_SETTINGS) -> None:
+    """Add ``defaults`` missing from the user settings file ``path`` (left alone when it
+    is not plain JSON, e.g. has comments)."""
+    try:
+        current = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        log.info("leaving %s alone: it is not plain JSON", path)
+        return
+    if not isinstance(current, dict):
+        return
+    merged = {**defaults, **current}
+    if merged != current or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
 class CodeServer:
@@ -149,6 +180,7 @@ class CodeServer:
             # Settings come as arguments; an existing file stops code-server writing its own.
             config.write_text("{}\n")
             config.chmod(0o600)
+        write_user_settings(self.data_dir / "user-data" / "User" / "settings.json")
         if self.companion:
             install_companion(self.data_dir / "extensions")
         if self.extensions:

@@ -1,0 +1,173 @@
+"""The IDE in a real browser: Debian's chromium logs in to the real code-server, shows the
+workspace and the companion's status-bar item; typing and the resume command reach a real
+control API. A screenshot goes to artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from aiohttp import web
+
+from server_bootstrap.launch import CodeServer
+from tests.codeserver_fixture import code_server_processes
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+TOKEN = "browser-test-token"
+PASSWORD = "browser-test-password"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.codeserver,
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
+]
+
+
+@dataclass
+class ControlApi:
+    """A tiny control API that records what the extension asks of it."""
+
+    url: str = ""
+    calls: list[tuple[str, str, Any]] = field(default_factory=list)
+    reap_at: float = field(default_factory=lambda: time.time() + 1500)
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.calls]
+
+
+@pytest.fixture
+async def control_api() -> AsyncIterator[ControlApi]:
+    api = ControlApi()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        body = await request.json() if request.can_read_body else None
+        api.calls.append((request.method, request.path, body))
+        if request.path == "/api/status":
+            return web.json_response({"state": "waiting", "task": "train.fit", "error": None,
+                                      "reap_at": api.reap_at, "idle_seconds": 12.0})
+        if request.path == "/api/resume":
+            return web.json_response({"state": "resuming"}, status=202)
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/api/{name}", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    api.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        yield api
+    finally:
+        await runner.cleanup()
+
+
+def _workspace(root: Path, control_url: str) -> Path:
+    root.mkdir(exist_ok=True)
+    (root / "train.py").write_text("def fit(lr):\n    return 1 / lr\n")
+    (root / "data_loading.py").write_text("ROWS = 3\n")
+    session = root / ".vscode" / "podcode-session.json"
+    session.parent.mkdir()
+    session.write_text(json.dumps({"control_url": control_url, "token": TOKEN,
+                                   "task": "train.fit"}))
+    session.chmod(0o600)
+    return root
+
+
+async def _until(condition: Callable[[], bool], page: Any, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await page.wait_for_timeout(200)
+
+
+async def test_workbench_with_companion_in_chromium(
+    code_server_factory: Callable[..., CodeServer], control_api: ControlApi, tmp_path: Path
+) -> None:
+    workspace = _workspace(tmp_path / "workspace", control_api.url)
+    server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True)
+    await server.start()
+    async with playwright_api.async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900},
+        )
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            page.set_default_timeout(60_000)
+            await page.goto(server.url)
+            await page.fill("input[type=password]", "not the password")
+            await page.click("input[type=submit], button[type=submit]")
+            await page.wait_for_selector("text=Incorrect password")
+            await page.fill("input[type=password]", PASSWORD)
+            await page.click("input[type=submit], button[type=submit]")
+            await page.wait_for_selector(".monaco-workbench")
+            explorer = page.locator(".explorer-folders-view")
+            await explorer.get_by_text("train.py", exact=True).wait_for()
+            await explorer.get_by_text("data_loading.py", exact=True).wait_for()
+            item = page.locator(".statusbar-item", has_text="podcode: waiting")
+            await item.wait_for()
+            assert "cleanup in 2" in (await item.inner_text())  # 25m, minus the load time
+            assert "/api/status" in control_api.paths()
+
+            await explorer.get_by_text("train.py", exact=True).click()
+            editor = page.locator(".editor-instance .monaco-editor .view-lines").first
+            await editor.get_by_text("return 1 / lr").wait_for()
+            await editor.click()
+            await page.keyboard.press("Control+End")
+            await page.keyboard.type("# fixed by hand")
+            await editor.get_by_text("# fixed by hand").wait_for()
+            await _until(lambda: ("POST", "/api/activity", {"kind": "typing"})
+                         in control_api.calls, page)
+
+            await page.keyboard.press("F1")
+            await page.keyboard.type("podcode: Resume workflow")
+            await page.locator(".quick-input-list .monaco-list-row",
+                               has_text="Resume workflow").first.wait_for()
+            await page.keyboard.press("Enter")
+            await _until(lambda: "/api/resume" in control_api.paths(), page)
+            await page.get_by_text("resuming the workflow with your edits").first.wait_for()
+
+            # A terminal: its shell gets a session of its own, yet stop() must end it.
+            await page.keyboard.press("F1")
+            await page.keyboard.type("Terminal: Create New Terminal")
+            await page.locator(".quick-input-list .monaco-list-row",
+                               has_text="Create New Terminal").first.wait_for()
+            await page.keyboard.press("Enter")
+            await page.locator(".terminal-wrapper").first.wait_for()
+            await _until(lambda: bool(_shells(server)), page)
+            await page.wait_for_timeout(1000)
+            await page.keyboard.type("echo $((6*7)) > typed-in-terminal.txt")
+            await page.keyboard.press("Enter")
+            typed = workspace / "typed-in-terminal.txt"
+            await _until(lambda: typed.exists() and typed.read_text() == "42\n", page)
+            await _until(lambda: ("POST", "/api/activity", {"kind": "terminal"})
+                         in control_api.calls, page)
+
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "ide-workbench.png"))
+        finally:
+            await context.close()
+    shells = _shells(server)
+    assert any(os.getsid(p.pid) != os.getsid(server.pid or 0) for p in shells), shells
+    await server.stop()
+    assert code_server_processes(server) == []
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in shells)
+
+
+def _shells(server: CodeServer) -> list[psutil.Process]:
+    return [p for p in code_server_processes(server)
+            if p.name() in ("bash", "sh", "dash", "zsh")]
