@@ -29,8 +29,13 @@ def overhead_us_per_call(calls: int = 200_000) -> dict[str, Any]:
     wrapped(1)  # first call installs the SIGTERM handler
     bare_s = min(timeit.repeat(lambda: bare(1), number=calls, repeat=5)) / calls
     wrapped_s = min(timeit.repeat(lambda: wrapped(1), number=calls, repeat=5)) / calls
-    return {"name": "overhead_us_per_call", "value": round((wrapped_s - bare_s) * 1e6, 3), "unit": "us",
-            "baseline": round(bare_s * 1e6, 3), "goal": "<= 10"}
+    return {
+        "name": "overhead_us_per_call",
+        "value": round((wrapped_s - bare_s) * 1e6, 3),
+        "unit": "us",
+        "baseline": round(bare_s * 1e6, 3),
+        "goal": "<= 10",
+    }
 
 
 def capture_throughput_ratio(total_mib: int = 512, arrays: int = 8) -> dict[str, Any]:
@@ -38,8 +43,11 @@ def capture_throughput_ratio(total_mib: int = 512, arrays: int = 8) -> dict[str,
 
     rng = np.random.default_rng(0)
     data = [rng.random((total_mib * 1024 * 1024) // 8 // arrays) for _ in range(arrays)]
-    folder = Path(tempfile.mkdtemp(prefix="podcode-bench-", dir=os.environ.get("PODCODE_BENCH_DIR")))
+    folder = Path(
+        tempfile.mkdtemp(prefix="podcode-bench-", dir=os.environ.get("PODCODE_BENCH_DIR"))
+    )
     try:
+
         def baseline() -> None:
             for index, array in enumerate(data):
                 np.save(folder / f"a{index}.npy", array)
@@ -57,8 +65,13 @@ def capture_throughput_ratio(total_mib: int = 512, arrays: int = 8) -> dict[str,
         baseline_s, ours_s = min(baseline_times), min(ours_times)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return {"name": "capture_throughput_ratio", "value": round(baseline_s / ours_s, 3), "unit": "x",
-            "baseline": round(baseline_s, 3), "goal": ">= 0.8"}
+    return {
+        "name": "capture_throughput_ratio",
+        "value": round(baseline_s / ours_s, 3),
+        "unit": "x",
+        "baseline": round(baseline_s, 3),
+        "goal": ">= 0.8",
+    }
 
 
 JOB = textwrap.dedent("""
@@ -82,9 +95,20 @@ def resume_latency_s(rounds: int = 5) -> dict[str, Any]:
     for _ in range(rounds):
         root = Path(tempfile.mkdtemp(prefix="podcode-bench-"))
         (root / "job.py").write_text(JOB)
-        env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(root / "home"), "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen([sys.executable, "job.py"], cwd=root, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        env = {
+            **os.environ,
+            "PODCODE_ENABLE": "1",
+            "PODCODE_HOME": str(root / "home"),
+            "PYTHONUNBUFFERED": "1",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "job.py"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "task started"
@@ -93,8 +117,11 @@ def resume_latency_s(rounds: int = 5) -> dict[str, Any]:
             started = time.perf_counter()
             urllib.request.urlopen(record["control_url"] + "/healthz", timeout=10).close()
             http.append(time.perf_counter() - started)
-            request = urllib.request.Request(record["control_url"] + "/api/resume", method="POST",
-                                             headers={"Authorization": f"Bearer {record['token']}"})
+            request = urllib.request.Request(
+                record["control_url"] + "/api/resume",
+                method="POST",
+                headers={"Authorization": f"Bearer {record['token']}"},
+            )
             started = time.perf_counter()
             urllib.request.urlopen(request, b"", timeout=10).close()
             while proc.stdout.readline().strip() != "task started":
@@ -105,8 +132,13 @@ def resume_latency_s(rounds: int = 5) -> dict[str, Any]:
             proc.kill()
             proc.wait()
             shutil.rmtree(root, ignore_errors=True)
-    return {"name": "resume_latency_s", "value": round(sorted(samples)[len(samples) // 2], 4), "unit": "s",
-            "baseline": round(sorted(http)[len(http) // 2], 4), "goal": "<= 0.3"}
+    return {
+        "name": "resume_latency_s",
+        "value": round(sorted(samples)[len(samples) // 2], 4),
+        "unit": "s",
+        "baseline": round(sorted(http)[len(http) // 2], 4),
+        "goal": "<= 0.3",
+    }
 
 
 def _wait_waiting(path: Path, timeout: float = 60) -> dict[str, Any]:

@@ -34,12 +34,18 @@ def main(names: list[str]) -> int:
             failed += 1
             continue
         for entry in entries:
-            print(f"   {entry['name']}: {entry['value']} {entry['unit']} (baseline {entry['baseline']}, "
-                  f"goal {entry['goal']})", flush=True)
+            print(
+                f"   {entry['name']}: {entry['value']} {entry['unit']} "
+                f"(baseline {entry['baseline']}, "
+                f"goal {entry['goal']})",
+                flush=True,
+            )
         results.extend(entries)
         print(f"   ({time.perf_counter() - started:.1f}s)")
     (HERE / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {HERE / 'results.json'} ({len(results)} figures, {failed} benchmark modules failed)")
+    print(
+        f"wrote {HERE / 'results.json'} ({len(results)} figures, {failed} benchmark modules failed)"
+    )
     return 1 if failed else 0
 
 

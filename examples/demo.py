@@ -23,15 +23,21 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-FIX = ("return [(value - mean) / std for value in column]",
-       "return [(value - mean) / (std or 1.0) for value in column]")
+FIX = (
+    "return [(value - mean) / std for value in column]",
+    "return [(value - mean) / (std or 1.0) for value in column]",
+)
 
 
-def wait_for_session(home: Path, proc: subprocess.Popen[bytes], timeout: float = 300) -> dict[str, object]:
+def wait_for_session(
+    home: Path, proc: subprocess.Popen[bytes], timeout: float = 300
+) -> dict[str, object]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"demo: the pipeline exited ({proc.returncode}) before a session opened")
+            raise SystemExit(
+                f"demo: the pipeline exited ({proc.returncode}) before a session opened"
+            )
         try:
             record = json.loads((home / "session.json").read_text())
             if record.get("state") == "waiting":
@@ -48,12 +54,18 @@ def show(record: dict[str, object]) -> None:
     print(f"  error:       {record['error']}")
     if record.get("code_server_url"):
         url = str(record["code_server_url"])
-        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=10) as response:
+        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=10) as response:  # noqa: S310
             health = json.loads(response.read())
-        print(f"  VS Code:     {url}  (password in $PODCODE_HOME/session.json; healthz: {health.get('status')})")
+        print(
+            f"  VS Code:     {url}  (password in $PODCODE_HOME/session.json; "
+            f"healthz: {health.get('status')})"
+        )
     debug = record["debug"]
     assert isinstance(debug, dict)
-    print(f"  debugpy:     {debug['host']}:{debug['port']}  (launch config 'podcode: attach to failed ...')")
+    print(
+        f"  debugpy:     {debug['host']}:{debug['port']}  "
+        "(launch config 'podcode: attach to failed ...')"
+    )
     print(f"  control API: {record['control_url']}")
     print("  in a cluster: podcode attach POD   (port-forward, prints the URL and password)\n")
 
@@ -63,15 +75,22 @@ def run(workspace: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--wait", action="store_true", help="let me attach and resume by hand")
     parser.add_argument("--ide", default=os.environ.get("PODCODE_IDE", "code-server"))
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="podcode-demo-"))
     workspace, home = root / "workspace", root / "home"
     shutil.copytree(HERE / "pipeline", workspace)
-    env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home), "PODCODE_IDE": options.ide,
-           "PODCODE_STORE": str(root / "store")}
+    env = {
+        **os.environ,
+        "PODCODE_ENABLE": "1",
+        "PODCODE_HOME": str(home),
+        "PODCODE_IDE": options.ide,
+        "PODCODE_STORE": str(root / "store"),
+    }
     print(f"demo: workspace {workspace}")
     proc = run(workspace, env)
     try:
@@ -85,7 +104,9 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "interactive.cli", "resume"], env=env, check=True)
         if proc.wait() != 0:
             return proc.returncode
-        print("\ndemo: the workflow finished with the edited code; running it again (load is cached):")
+        print(
+            "\ndemo: the workflow finished with the edited code; running it again (load is cached):"
+        )
         again = run(workspace, env)
         return again.wait()
     finally:

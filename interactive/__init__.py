@@ -9,8 +9,14 @@ from interactive.decorator import vscode
 from interactive.errors import PodcodeError, Preempted, Reaped, SettingError
 
 __all__ = [
-    "PodcodeError", "Preempted", "Reaped", "SettingError",
-    "check_alive", "checkpoint_dir", "load_inputs", "vscode",
+    "PodcodeError",
+    "Preempted",
+    "Reaped",
+    "SettingError",
+    "check_alive",
+    "checkpoint_dir",
+    "load_inputs",
+    "vscode",
 ]
 
 

@@ -56,7 +56,9 @@ def inputs_folder(task: str, home: Path | None = None) -> Path:
     return (home or podcode_home()) / "inputs" / task_slug(task)
 
 
-def argument_names(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[str]:
+def argument_names(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[str]:
     """Readable names of the positional arguments, from the signature when it binds."""
     try:
         bound = inspect.signature(fn).bind_partial(*args, **kwargs)
@@ -126,7 +128,10 @@ def save_inputs(
     report = CaptureReport(folder)
     sink = _BufferSink()
     entries: list[dict[str, Any]] = []
-    named = [(name, "positional", value) for name, value in zip(argument_names(fn, args, kwargs), args)]
+    named = [
+        (name, "positional", value)
+        for name, value in zip(argument_names(fn, args, kwargs), args, strict=False)
+    ]
     named += [(name, "keyword", value) for name, value in kwargs.items()]
     with open(staging / "data.bin", "wb") as data:
         for name, kind, value in named:
@@ -144,12 +149,23 @@ def save_inputs(
             entries.append(entry)
     with open(staging / "buffers.bin", "wb") as out:
         spans = _write_buffers(out, sink.buffers)
-    manifest = {"format": FORMAT, "task": task, "created": time.time(), "arguments": entries, "buffers": spans}
+    manifest = {
+        "format": FORMAT,
+        "task": task,
+        "created": time.time(),
+        "arguments": entries,
+        "buffers": spans,
+    }
     with open(staging / "manifest.json", "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=1)
     _replace_folder(staging, folder)
     for name, why in report.failed.items():
-        log.warning("input %r of task %s cannot be saved (%s); the session opens without it", name, task, why)
+        log.warning(
+            "input %r of task %s cannot be saved (%s); the session opens without it",
+            name,
+            task,
+            why,
+        )
     return report
 
 
@@ -166,11 +182,15 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
         with open(folder / "manifest.json", encoding="utf-8") as handle:
             manifest: dict[str, Any] = json.load(handle)
     except FileNotFoundError:
-        raise InputsError(f"no captured inputs in {folder}: the task has not failed under @vscode here") from None
+        raise InputsError(
+            f"no captured inputs in {folder}: the task has not failed under @vscode here"
+        ) from None
     except (OSError, ValueError) as exc:
         raise InputsError(f"captured inputs in {folder} are unreadable: {exc}") from None
     if manifest.get("format") != FORMAT:
-        raise InputsError(f"captured inputs in {folder} have format {manifest.get('format')!r}, expected {FORMAT}")
+        raise InputsError(
+            f"captured inputs in {folder} have format {manifest.get('format')!r}, expected {FORMAT}"
+        )
     return manifest
 
 
@@ -181,10 +201,14 @@ def _default_task(home: Path) -> str:
             task = json.load(handle).get("task")
         if isinstance(task, str):
             return task
-    folders = sorted((home / "inputs").glob("*/manifest.json")) if (home / "inputs").exists() else []
+    folders = (
+        sorted((home / "inputs").glob("*/manifest.json")) if (home / "inputs").exists() else []
+    )
     if len(folders) == 1:
         return str(_read_manifest(folders[0].parent)["task"])
-    raise InputsError(f"which task? name it: load_inputs(task=...) ({len(folders)} captured in {home / 'inputs'})")
+    raise InputsError(
+        f"which task? name it: load_inputs(task=...) ({len(folders)} captured in {home / 'inputs'})"
+    )
 
 
 def _uninitialized(size: int) -> memoryview:
@@ -194,7 +218,7 @@ def _uninitialized(size: int) -> memoryview:
         import numpy
     except ImportError:
         return memoryview(mmap.mmap(-1, size))
-    return memoryview(numpy.empty(size, dtype=numpy.uint8)).cast("B")
+    return numpy.empty(size, dtype=numpy.uint8).data.cast("B")
 
 
 def _read_pool(path: Path) -> memoryview:
@@ -213,7 +237,9 @@ def _read_pool(path: Path) -> memoryview:
     return view
 
 
-def load_inputs(task: str | None = None, home: Path | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def load_inputs(
+    task: str | None = None, home: Path | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task)."""
     home = home or podcode_home()
     folder = inputs_folder(task or _default_task(home), home)

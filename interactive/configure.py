@@ -62,14 +62,22 @@ def write_configurations(
     script = folder / "podcode" / f"rerun_{task_slug(task.name)}.py"
     script.write_text(
         vscode.rerun_script(
-            task=task.name, module=task.module, qualname=task.qualname,
-            source=task.source or "", workspace=str(workspace),
+            task=task.name,
+            module=task.module,
+            qualname=task.qualname,
+            source=task.source or "",
+            workspace=str(workspace),
         ),
         encoding="utf-8",
     )
     ours = vscode.launch_configurations(
-        task_name=task.qualname, debug_host=debug[0], debug_port=debug[1], workspace=str(workspace),
-        rerun_script=str(script), python=sys.executable, home=str(home),
+        task_name=task.qualname,
+        debug_host=debug[0],
+        debug_port=debug[1],
+        workspace=str(workspace),
+        rerun_script=str(script),
+        python=sys.executable,
+        home=str(home),
     )
     launch = folder / "launch.json"
     write_json(launch, vscode.merge_launch(_read_json(launch), ours))
@@ -79,13 +87,11 @@ def write_configurations(
     write_json(folder / SESSION_FILE, {**control, "task": task.name}, mode=0o600)
     ignore = folder / ".gitignore"
     if not ignore.exists():
-        ignore.write_text(f"# written by podcode: session secrets and generated scripts\n{SESSION_FILE}\npodcode/\n")
+        header = "# written by podcode: session secrets and generated scripts"
+        ignore.write_text(f"{header}\n{SESSION_FILE}\npodcode/\n")
     return launch
 
 
 def remove_session_file(workspace: Path) -> None:
     """The companion's token is useless once the session ends: remove it."""
-    try:
-        (workspace / ".vscode" / SESSION_FILE).unlink()
-    except FileNotFoundError:
-        pass
+    (workspace / ".vscode" / SESSION_FILE).unlink(missing_ok=True)

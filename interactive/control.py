@@ -38,7 +38,9 @@ class Controls(Protocol):
 def _authorized(request: web.Request, token: str) -> bool:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
 
 
 def _auth_middleware(token: str, state: SessionState) -> Any:
@@ -59,9 +61,13 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
     except ValueError:
-        raise web.HTTPBadRequest(text='{"error": "body is not JSON"}', content_type="application/json") from None
+        raise web.HTTPBadRequest(
+            text='{"error": "body is not JSON"}', content_type="application/json"
+        ) from None
     if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
+        raise web.HTTPBadRequest(
+            text='{"error": "body must be a JSON object"}', content_type="application/json"
+        )
     return body
 
 
@@ -84,7 +90,11 @@ def build_app(controls: Controls, token: str) -> web.Application:
     async def keepalive(request: web.Request) -> web.Response:
         body = await _json_body(request)
         seconds = body.get("seconds", 3600)
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= MAX_KEEPALIVE_SECONDS:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 < seconds <= MAX_KEEPALIVE_SECONDS
+        ):
             return web.json_response(
                 {"error": f"seconds must be a number in (0, {MAX_KEEPALIVE_SECONDS}]"}, status=400
             )
@@ -114,7 +124,9 @@ class ControlServer:
     """Runs the API on an already-bound socket; ``url`` is where it answers."""
 
     def __init__(self, controls: Controls, token: str, sock: socket.socket) -> None:
-        self._runner = web.AppRunner(build_app(controls, token), handle_signals=False, access_log=None)
+        self._runner = web.AppRunner(
+            build_app(controls, token), handle_signals=False, access_log=None
+        )
         self._sock = sock
         host, port = sock.getsockname()[:2]
         self.url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"

@@ -31,7 +31,8 @@ def _check_callable(fn: Callable[..., Any]) -> None:
         )
     if inspect.isgeneratorfunction(fn):
         raise TypeError(
-            f"@vscode cannot wrap the generator {fn.__qualname__}: it fails lazily, outside the call. "
+            f"@vscode cannot wrap the generator {fn.__qualname__}: it fails lazily, "
+            "outside the call. "
             "Decorate a function that consumes it (for example returns list(...))."
         )
 

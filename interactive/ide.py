@@ -23,8 +23,14 @@ class Ide(Protocol):
 
 
 async def start_ide(
-    settings: Settings, *, workspace: Path, home: Path, port: int, password: str | None,
-    control_url: str, token: str,
+    settings: Settings,
+    *,
+    workspace: Path,
+    home: Path,
+    port: int,
+    password: str | None,
+    control_url: str,
+    token: str,
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``."""
     if settings.ide == "none":
@@ -39,10 +45,15 @@ async def start_ide(
     data_dir = home / "code-server"
     companion = await loop.run_in_executor(None, companion_vsix, data_dir / "companion")
     server = CodeServer(
-        binary, workspace=workspace, bind=settings.bind, port=port, data_dir=data_dir,
-        password=password, env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
+        binary,
+        workspace=workspace,
+        bind=settings.bind,
+        port=port,
+        data_dir=data_dir,
+        password=password,
+        env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
         extensions=[companion, *(Path(spec) for spec in settings.extensions)],
     )
     await server.start()
     log.info("code-server serves %s at %s", workspace, server.url)
-    return server  # type: ignore[return-value]
+    return server

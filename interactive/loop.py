@@ -26,7 +26,9 @@ def mark_service_thread(thread: threading.Thread | None = None) -> None:
 
 def service_executor(prefix: str, workers: int = 4) -> concurrent.futures.ThreadPoolExecutor:
     """A thread pool whose workers the debugger leaves alone."""
-    return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=prefix, initializer=mark_service_thread)
+    return concurrent.futures.ThreadPoolExecutor(
+        workers, thread_name_prefix=prefix, initializer=mark_service_thread
+    )
 
 
 class LoopThread:

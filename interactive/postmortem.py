@@ -80,7 +80,9 @@ class PostMortem:
         """Show ``excinfo`` to clients from now on (None: nothing to show)."""
         self._excinfo = excinfo
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="podcode-postmortem", daemon=True)
+            self._thread = threading.Thread(
+                target=self._serve, name="podcode-postmortem", daemon=True
+            )
             self._thread.start()
 
     def stop(self) -> None:

@@ -46,7 +46,9 @@ def _refers_to(module: types.ModuleType, names: set[str]) -> bool:
     return False
 
 
-def changed_modules(changed: Iterable[Path], task_module: str, workspace: Path | None = None) -> list[types.ModuleType]:
+def changed_modules(
+    changed: Iterable[Path], task_module: str, workspace: Path | None = None
+) -> list[types.ModuleType]:
     """Modules to re-execute: those whose file changed, then the workspace modules that
     imported names from them (``from helpers import scale`` keeps the old function
     otherwise), the task's own module last. Nothing changed: nothing to reload."""
@@ -56,13 +58,19 @@ def changed_modules(changed: Iterable[Path], task_module: str, workspace: Path |
     if not found:
         return []
     root = workspace.resolve() if workspace else None
-    local = [m for m in loaded if root and (f := _module_file(m)) and f.is_relative_to(root) and m not in found]
+    local = [
+        m
+        for m in loaded
+        if root and (f := _module_file(m)) and f.is_relative_to(root) and m not in found
+    ]
     names = {m.__name__ for m in found}
     grew = True
     while grew:
         grew = False
         for module in local:
-            if module not in found and (module.__name__ == task_module or _refers_to(module, names)):
+            if module not in found and (
+                module.__name__ == task_module or _refers_to(module, names)
+            ):
                 found.append(module)
                 names.add(module.__name__)
                 grew = True

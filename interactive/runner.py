@@ -23,7 +23,11 @@ NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 
 def run_task(
-    fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> Any:
     """The enabled path. A successful call without cache or retries costs a few microseconds:
     nothing is captured until the task fails."""
@@ -41,8 +45,13 @@ def run_task(
         current_task.reset(token)
 
 
-def _cached(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...],
-            kwargs: dict[str, Any]) -> Any:
+def _cached(
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     from interactive.cache import TaskCache
     from interactive.store import open_store
 
@@ -58,7 +67,13 @@ def _cached(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tupl
     return result
 
 
-def _attempt(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _attempt(
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
     if settings.mode == "startup":
         return debug_session(fn, ref, settings, args, kwargs, None)
     try:
@@ -85,8 +100,11 @@ def _sync_checkpoints(ref: TaskRef) -> None:
         log.exception("checkpoints of %s could not be synced to the store", ref.name)
 
 
-def _leave_if_preempted(ref: TaskRef, settings: Settings, edits: Callable[[], object] | None = None) -> None:
+def _leave_if_preempted(
+    ref: TaskRef, settings: Settings, edits: Callable[[], object] | None = None
+) -> None:
     """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
+
     def save() -> None:
         if edits is not None:
             edits()
@@ -104,7 +122,9 @@ def workspace_for(ref: TaskRef, settings: Settings) -> Path:
     return Path.cwd()
 
 
-def _inputs(ref: TaskRef, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _inputs(
+    ref: TaskRef, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Pristine inputs from the capture (the failed call may have mutated its own)."""
     if session.capture is not None and not session.capture.failed:
         try:
@@ -114,8 +134,14 @@ def _inputs(ref: TaskRef, session: Any, args: tuple[Any, ...], kwargs: dict[str,
     return args, kwargs
 
 
-def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args: tuple[Any, ...],
-                  kwargs: dict[str, Any], excinfo: ExcInfo | None) -> Any:
+def debug_session(
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    excinfo: ExcInfo | None,
+) -> Any:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
     from interactive.resume import changed_modules, find_task, reload_modules
     from interactive.session import Command, Session
@@ -123,7 +149,9 @@ def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args
 
     session = Session(ref, settings, workspace_for(ref, settings))
     if excinfo is not None:
-        log.error("%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1])
+        log.error(
+            "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
+        )
     unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
     final = "failed"
     try:
@@ -134,8 +162,9 @@ def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args
             if command.kind == "abort":
                 _raise_original(excinfo, ref)
             if command.kind == "reaped":
-                raise Reaped(f"{ref.name}: session cleaned up after being idle", command.detail) from (
-                    excinfo[1] if excinfo else None)
+                raise Reaped(
+                    f"{ref.name}: session cleaned up after being idle", command.detail
+                ) from (excinfo[1] if excinfo else None)
             if command.kind == "preempted":
                 _leave_if_preempted(ref, settings, session.save_edits)
             assert base is not None
@@ -146,7 +175,10 @@ def debug_session(fn: Callable[..., Any], ref: TaskRef, settings: Settings, args
             try:
                 reload_modules(changed_modules(changed, ref.module, session.workspace))
                 task = find_task(ref, fn)
-                print(f"podcode: resuming {ref.name} (attempt {session.state.attempt + 1})", flush=True)
+                print(
+                    f"podcode: resuming {ref.name} (attempt {session.state.attempt + 1})",
+                    flush=True,
+                )
                 result = task(*call_args, **call_kwargs)
             except NEVER_DEBUGGED:
                 raise

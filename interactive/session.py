@@ -98,7 +98,9 @@ class Session:
         return keepalive(self.state, self.settings, seconds)
 
     # -- lifecycle (called on the main thread) -----------------------------------------
-    def open(self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def open(
+        self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
         """Capture, configure, serve and record; returns once the session waits."""
         started = time.perf_counter()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -109,18 +111,30 @@ class Session:
         self._control = ControlServer(self, self.token, control_sock)
         self.endpoints.control_url = self._control.url
         ide_future = self._loop.submit(
-            start_ide(self.settings, workspace=self.workspace, home=self.home, port=ide_port,
-                      password=self.password, control_url=self._control.url, token=self.token)
+            start_ide(
+                self.settings,
+                workspace=self.workspace,
+                home=self.home,
+                port=ide_port,
+                password=self.password,
+                control_url=self._control.url,
+                token=self.token,
+            )
         )
         self._loop.call(self._control.start())
         self.capture = save_inputs(self.task.name, fn, args, kwargs, self.home)
         for name in self.capture.failed:
-            self.state.note(f"input {name!r} could not be saved; 'debug again' needs it supplied by hand")
+            self.state.note(
+                f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
+            )
         self.snapshot = Snapshot.take(self.workspace)
         debug_port = free_port(bind, self.settings.debug_port, "debug_port")
         self.endpoints.debug = postmortem.listen(bind, debug_port)
         configure.write_configurations(
-            self.workspace, self.task, home=self.home, debug=self.endpoints.debug,
+            self.workspace,
+            self.task,
+            home=self.home,
+            debug=self.endpoints.debug,
             control={"control_url": self._control.url, "token": self.token},
         )
         self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
@@ -131,7 +145,10 @@ class Session:
         self._loop.spawn(self._watch(), "monitor")
         log.info(
             "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
-            self.task.name, time.perf_counter() - started, self._control.url, *self.endpoints.debug,
+            self.task.name,
+            time.perf_counter() - started,
+            self._control.url,
+            *self.endpoints.debug,
             f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
         )
 
@@ -150,14 +167,32 @@ class Session:
         loop = asyncio.get_running_loop()
         self.pod = await loop.run_in_executor(None, PodClient.discover)
         if self.pod is not None:
-            ports = {"code_server": _port(self.endpoints.code_server_url), "control": _port(self.endpoints.control_url),
-                     "debug": self.endpoints.debug[1]}
-            await loop.run_in_executor(None, lambda: self.pod.mark_session(
-                task=self.task.name, state=self.state.state, owner=self.settings.owner, ports=ports, home=str(self.home)))
+            ports = {
+                "code_server": _port(self.endpoints.code_server_url),
+                "control": _port(self.endpoints.control_url),
+                "debug": self.endpoints.debug[1],
+            }
+            await loop.run_in_executor(
+                None,
+                lambda: self.pod.mark_session(
+                    task=self.task.name,
+                    state=self.state.state,
+                    owner=self.settings.owner,
+                    ports=ports,
+                    home=str(self.home),
+                ),
+            )
         ide = self.ide
-        deps = default_deps(self.settings, self.state, workspace=self.workspace, pod=self.pod,
-                            ide_pids=lambda: ide.pids() if ide is not None else [])
-        await run_monitor(self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier))
+        deps = default_deps(
+            self.settings,
+            self.state,
+            workspace=self.workspace,
+            pod=self.pod,
+            ide_pids=lambda: ide.pids() if ide is not None else [],
+        )
+        await run_monitor(
+            self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier)
+        )
 
     async def _reap(self, notifier: Any) -> None:
         from interactive.reaper import cleanup
@@ -168,8 +203,16 @@ class Session:
         except Exception:
             log.exception("the store cannot be opened; the edits cannot be saved")
             store = None
-        report = await cleanup(state=self.state, settings=self.settings, snapshot=self.snapshot, store=store,
-                               ide=self.ide, pod=self.pod, notifier=notifier, clock=self.clock)
+        report = await cleanup(
+            state=self.state,
+            settings=self.settings,
+            snapshot=self.snapshot,
+            store=store,
+            ide=self.ide,
+            pod=self.pod,
+            notifier=notifier,
+            clock=self.clock,
+        )
         self.ide = None if report.ide_stopped else self.ide
         self.commands.put(Command("reaped", report.edits_url))
 
@@ -181,7 +224,9 @@ class Session:
         from interactive.store import open_store
 
         try:
-            return save_edits(CleanupReport(), self.snapshot, open_store(), self.task.name, self.clock())
+            return save_edits(
+                CleanupReport(), self.snapshot, open_store(), self.task.name, self.clock()
+            )
         except Exception:
             log.exception("could not save the edits of %s", self.task.name)
             return None
@@ -198,7 +243,9 @@ class Session:
         pod, loop = self.pod, self._loop
         if pod is not None and loop is not None:
             state = self.state.state
-            loop.loop.call_soon_threadsafe(lambda: loop.loop.run_in_executor(None, pod.set_state, state))
+            loop.loop.call_soon_threadsafe(
+                lambda: loop.loop.run_in_executor(None, pod.set_state, state)
+            )
 
     def wait(self) -> Command:
         """Block the calling (main) thread until a command arrives."""
@@ -213,20 +260,23 @@ class Session:
     def _record(self) -> None:
         self._label()
         host, port = self.endpoints.debug
-        record.write_session(self.home, {
-            "state": self.state.state,
-            "task": self.task.name,
-            "error": self.state.error,
-            "attempt": self.state.attempt,
-            "workspace": str(self.workspace),
-            "control_url": self.endpoints.control_url,
-            "token": self.token,
-            "debug": {"host": host, "port": port},
-            "code_server_url": self.endpoints.code_server_url,
-            "password": self.password if self.endpoints.code_server_url else None,
-            "pid": os.getpid(),
-            "inputs": str(self.capture.folder) if self.capture else None,
-        })
+        record.write_session(
+            self.home,
+            {
+                "state": self.state.state,
+                "task": self.task.name,
+                "error": self.state.error,
+                "attempt": self.state.attempt,
+                "workspace": str(self.workspace),
+                "control_url": self.endpoints.control_url,
+                "token": self.token,
+                "debug": {"host": host, "port": port},
+                "code_server_url": self.endpoints.code_server_url,
+                "password": self.password if self.endpoints.code_server_url else None,
+                "pid": os.getpid(),
+                "inputs": str(self.capture.folder) if self.capture else None,
+            },
+        )
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice."""
@@ -245,7 +295,13 @@ class Session:
         if self.pod is not None:
             self.pod.set_state(final_state)
         configure.remove_session_file(self.workspace)
-        record.write_session(self.home, {
-            "state": final_state, "task": self.task.name, "error": self.state.error,
-            "workspace": str(self.workspace), "pid": os.getpid(),
-        })
+        record.write_session(
+            self.home,
+            {
+                "state": final_state,
+                "task": self.task.name,
+                "error": self.state.error,
+                "workspace": str(self.workspace),
+                "pid": os.getpid(),
+            },
+        )

@@ -179,7 +179,7 @@ def _hook(name: str, value: object) -> Hook | None:
     if value is None or value == "":
         return None
     if callable(value):
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, str) and ":" in value:
         module_name, _, attr = value.partition(":")
         try:
@@ -234,7 +234,9 @@ def build_settings(arguments: Mapping[str, object], environ: Environ | None = No
     environ = os.environ if environ is None else environ
     unknown = sorted(set(arguments) - set(NAMES))
     if unknown:
-        raise SettingError(unknown[0], arguments[unknown[0]], f"unknown setting; known: {', '.join(NAMES)}")
+        raise SettingError(
+            unknown[0], arguments[unknown[0]], f"unknown setting; known: {', '.join(NAMES)}"
+        )
     values: dict[str, Any] = {}
     for name in NAMES:
         raw = environ.get(env_name(name))

@@ -18,8 +18,20 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache",
-     ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints", ".podcode"}
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".ipynb_checkpoints",
+        ".podcode",
+    }
 )
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_TOTAL = 32 * 1024 * 1024
@@ -40,7 +52,9 @@ def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_resu
                 continue
             count += 1
             if count > max_files:
-                log.warning("workspace %s has over %d files; only the first are watched", root, max_files)
+                log.warning(
+                    "workspace %s has over %d files; only the first are watched", root, max_files
+                )
                 return
             yield os.path.relpath(path, root), stat
 
@@ -95,8 +109,10 @@ class Snapshot:
                 continue
             chunks.extend(
                 difflib.unified_diff(
-                    before.splitlines(keepends=True), after.splitlines(keepends=True),
-                    fromfile=f"a/{rel}", tofile=f"b/{rel}",
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile=f"a/{rel}",
+                    tofile=f"b/{rel}",
                 )
             )
         return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)

@@ -21,6 +21,12 @@ def podcode_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PODCODE_HOME", str(home))
     monkeypatch.delenv("PODCODE_STORE", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    for name in ("PODCODE_ENABLE", "PODCODE_SMTP_URL", "PODCODE_OWNER", "POD_NAME", "POD_NAMESPACE"):
+    for name in (
+        "PODCODE_ENABLE",
+        "PODCODE_SMTP_URL",
+        "PODCODE_OWNER",
+        "POD_NAME",
+        "POD_NAMESPACE",
+    ):
         monkeypatch.delenv(name, raising=False)
     return home

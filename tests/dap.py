@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import socket
@@ -31,8 +32,11 @@ class DapClient:
                     buffer += chunk
                 header, _, buffer = buffer.partition(b"\r\n\r\n")
                 length = int(
-                    next(line for line in header.split(b"\r\n") if line.lower().startswith(b"content-length"))
-                    .split(b":")[1]
+                    next(
+                        line
+                        for line in header.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ).split(b":")[1]
                 )
                 while len(buffer) < length:
                     chunk = self.sock.recv(65536)
@@ -46,7 +50,9 @@ class DapClient:
 
     def send(self, command: str, **arguments: Any) -> int:
         self.seq += 1
-        body = json.dumps({"seq": self.seq, "type": "request", "command": command, "arguments": arguments}).encode()
+        body = json.dumps(
+            {"seq": self.seq, "type": "request", "command": command, "arguments": arguments}
+        ).encode()
         self.sock.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
         return self.seq
 
@@ -76,12 +82,18 @@ class DapClient:
     def request(self, command: str, **arguments: Any) -> dict[str, Any]:
         response = self.response(self.send(command, **arguments))
         assert response["success"], response
-        return response["body"] if "body" in response else {}
+        return response.get("body", {})
 
     def attach_and_stop(self) -> dict[str, Any]:
         """initialize → attach → setExceptionBreakpoints → configurationDone → stopped."""
-        self.request("initialize", adapterID="debugpy", clientID="podcode-tests", pathFormat="path",
-                     linesStartAt1=True, columnsStartAt1=True)
+        self.request(
+            "initialize",
+            adapterID="debugpy",
+            clientID="podcode-tests",
+            pathFormat="path",
+            linesStartAt1=True,
+            columnsStartAt1=True,
+        )
         attach = self.send("attach", justMyCode=False)
         self.event("initialized")
         self.request("setExceptionBreakpoints", filters=["uncaught"])
@@ -93,13 +105,13 @@ class DapClient:
         frames = self.request("stackTrace", threadId=thread_id)["stackFrames"]
         scopes = self.request("scopes", frameId=frames[0]["id"])["scopes"]
         local = next(s for s in scopes if s["name"].lower().startswith("locals"))
-        variables = self.request("variables", variablesReference=local["variablesReference"])["variables"]
+        variables = self.request("variables", variablesReference=local["variablesReference"])[
+            "variables"
+        ]
         return frames, {v["name"]: v["value"] for v in variables}
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.send("disconnect", terminateDebuggee=False)
-        except OSError:
-            pass
         self.sock.close()
         self._reader.join(timeout=5)

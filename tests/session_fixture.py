@@ -36,14 +36,22 @@ class Job:
         return path
 
     def start(self, script: str = "job.py", env: dict[str, str] | None = None) -> Job:
-        environ = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(self.home),
-                   "PYTHONUNBUFFERED": "1", **(env or {})}
-        handle = open(self.log, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, script], cwd=self.workspace, env=environ, stdout=handle,
-            stderr=subprocess.STDOUT, text=True,
-        )
-        handle.close()
+        environ = {
+            **os.environ,
+            "PODCODE_ENABLE": "1",
+            "PODCODE_HOME": str(self.home),
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        with open(self.log, "w") as handle:
+            self.proc = subprocess.Popen(
+                [sys.executable, script],
+                cwd=self.workspace,
+                env=environ,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
         return self
 
     def output(self) -> str:
@@ -55,19 +63,31 @@ class Job:
         except (FileNotFoundError, ValueError):
             return None
 
-    def wait_state(self, *states: str, attempt: int | None = None, timeout: float = 60) -> dict[str, Any]:
+    def wait_state(
+        self, *states: str, attempt: int | None = None, timeout: float = 60
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             record = self.session()
-            if record and record["state"] in states and (attempt is None or record.get("attempt") == attempt):
+            if (
+                record
+                and record["state"] in states
+                and (attempt is None or record.get("attempt") == attempt)
+            ):
                 return record
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise AssertionError(f"job exited ({self.proc.returncode}) before {states}:\n{self.output()}")
+                raise AssertionError(
+                    f"job exited ({self.proc.returncode}) before {states}:\n{self.output()}"
+                )
             time.sleep(0.05)
-        raise AssertionError(f"session never reached {states}; last {self.session()}\n{self.output()}")
+        raise AssertionError(
+            f"session never reached {states}; last {self.session()}\n{self.output()}"
+        )
 
-    def api(self, method: str, path: str, body: Any = None, token: str | None = "session") -> tuple[int, Any]:
+    def api(
+        self, method: str, path: str, body: Any = None, token: str | None = "session"
+    ) -> tuple[int, Any]:
         record = self.session()
         assert record is not None
         request = urllib.request.Request(record["control_url"] + path, method=method)

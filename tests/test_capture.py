@@ -20,7 +20,9 @@ def task(data, scale: float = 1.0, *rest, flag=False, **extra):  # noqa: ANN001,
 def test_round_trip_in_a_fresh_process(podcode_home: Path) -> None:
     array = np.arange(3 * 1024 * 1024, dtype=np.float32).reshape(1024, -1)
     blob = bytes(range(256)) * 8192
-    save_inputs("pkg.task", task, ({"x": array, "blob": blob}, 2.5, "extra"), {"flag": True}, podcode_home)
+    save_inputs(
+        "pkg.task", task, ({"x": array, "blob": blob}, 2.5, "extra"), {"flag": True}, podcode_home
+    )
     script = (
         "import numpy as np, pickle, sys;"
         "from interactive import load_inputs;"
@@ -45,7 +47,9 @@ def test_large_buffers_go_out_of_band(podcode_home: Path) -> None:
     assert loaded.flags.writeable and np.array_equal(loaded, array)
 
 
-def test_unpicklable_argument_is_named_and_others_are_kept(podcode_home: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_unpicklable_argument_is_named_and_others_are_kept(
+    podcode_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     report = save_inputs("t", task, ([1, 2],), {"flag": threading.Lock()}, podcode_home)
     assert report.saved == ["data"] and "flag" in report.failed
     assert "input 'flag' of task t cannot be saved" in caplog.text
@@ -77,5 +81,10 @@ def test_recapture_replaces_the_old_inputs(podcode_home: Path) -> None:
 
 
 def test_argument_names_follow_the_signature() -> None:
-    assert argument_names(task, (1, 2, 3, 4), {"flag": 1}) == ["data", "scale", "rest[0]", "rest[1]"]
+    assert argument_names(task, (1, 2, 3, 4), {"flag": 1}) == [
+        "data",
+        "scale",
+        "rest[0]",
+        "rest[1]",
+    ]
     assert argument_names(len, (1, 2), {}) == ["args[0]", "args[1]"]

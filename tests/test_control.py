@@ -35,7 +35,9 @@ async def api():
     controls = Controls()
     server = ControlServer(controls, "s3cret", listen_socket("127.0.0.1", 0))
     await server.start()
-    async with aiohttp.ClientSession(server.url, headers={"Authorization": "Bearer s3cret"}) as client:
+    async with aiohttp.ClientSession(
+        server.url, headers={"Authorization": "Bearer s3cret"}
+    ) as client:
         yield controls, client, server.url
     await server.stop()
 
@@ -43,11 +45,18 @@ async def api():
 async def test_everything_under_api_needs_the_token(api) -> None:
     controls, client, url = api
     async with aiohttp.ClientSession(url) as anonymous:
-        for method, path in [("GET", "/api/status"), ("POST", "/api/resume"), ("POST", "/api/keepalive"),
-                             ("POST", "/api/activity"), ("POST", "/api/abort")]:
+        for method, path in [
+            ("GET", "/api/status"),
+            ("POST", "/api/resume"),
+            ("POST", "/api/keepalive"),
+            ("POST", "/api/activity"),
+            ("POST", "/api/abort"),
+        ]:
             async with anonymous.request(method, path) as response:
                 assert response.status == 401
-            async with anonymous.request(method, path, headers={"Authorization": "Bearer s3cre"}) as response:
+            async with anonymous.request(
+                method, path, headers={"Authorization": "Bearer s3cre"}
+            ) as response:
                 assert response.status == 401
         async with anonymous.get("/healthz") as response:
             assert response.status == 200
@@ -60,7 +69,11 @@ async def test_status_and_activity_touch(api) -> None:
     controls.now += 30
     async with client.get("/api/status") as response:
         body = await response.json()
-    assert body["state"] == "waiting" and body["error"] == "ValueError: x" and body["idle_seconds"] == 0
+    assert (
+        body["state"] == "waiting"
+        and body["error"] == "ValueError: x"
+        and body["idle_seconds"] == 0
+    )
     controls.now += 5
     async with client.post("/api/activity", json={"kind": "typing"}) as response:
         assert response.status == 200
@@ -86,6 +99,8 @@ async def test_keepalive_validates_seconds(api) -> None:
     for bad in ({"seconds": -1}, {"seconds": "x"}, {"seconds": True}):
         async with client.post("/api/keepalive", json=bad) as response:
             assert response.status == 400
-    async with client.post("/api/keepalive", data="not json", headers={"Content-Type": "application/json"}) as r:
+    async with client.post(
+        "/api/keepalive", data="not json", headers={"Content-Type": "application/json"}
+    ) as r:
         assert r.status == 400
     assert controls.calls == ["keepalive 600"]

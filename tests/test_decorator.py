@@ -47,7 +47,9 @@ def test_bad_setting_fails_at_decoration_time() -> None:
         vscode(max_idle_seconds=-5)
 
 
-def test_enabled_success_returns_value_and_opens_nothing(monkeypatch: pytest.MonkeyPatch, podcode_home) -> None:
+def test_enabled_success_returns_value_and_opens_nothing(
+    monkeypatch: pytest.MonkeyPatch, podcode_home
+) -> None:
     monkeypatch.setenv("PODCODE_ENABLE", "1")
 
     @vscode(ide="none")

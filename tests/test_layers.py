@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = {"vscode_config": {"server_bootstrap", "interactive"}, "server_bootstrap": {"interactive"}}
+FORBIDDEN = {
+    "vscode_config": {"server_bootstrap", "interactive"},
+    "server_bootstrap": {"interactive"},
+}
 
 
 def imported_packages(path: Path) -> set[str]:

@@ -25,7 +25,9 @@ def package(tmp_path: Path) -> Iterator[Path]:
     root = tmp_path / "ws"
     root.mkdir()
     write(root / "rz_helpers.py", "def scale(v):\n    return v * 2\n")
-    write(root / "rz_task.py", """
+    write(
+        root / "rz_task.py",
+        """
         from rz_helpers import scale
         from interactive import vscode
 
@@ -37,7 +39,8 @@ def package(tmp_path: Path) -> Iterator[Path]:
             @staticmethod
             def inner(v):
                 return v
-    """)
+    """,
+    )
     write(root / "rz_other.py", "VALUE = 1\n")
     sys.path.insert(0, str(root))
     yield root
@@ -51,7 +54,10 @@ def test_edited_helper_reaches_the_task_through_from_import(package: Path) -> No
     importlib.import_module("rz_other")
     write(package / "rz_helpers.py", "def scale(v):\n    return v * 10\n")
     modules = changed_modules([package / "rz_helpers.py"], "rz_task", package)
-    assert [m.__name__ for m in modules] == ["rz_helpers", "rz_task"]  # rz_other untouched, task last
+    assert [m.__name__ for m in modules] == [
+        "rz_helpers",
+        "rz_task",
+    ]  # rz_other untouched, task last
     reload_modules(modules)
     fn = find_task(TaskRef("rz_task.run", "rz_task", "run", None), task_module.run)
     assert fn(3) == 31

@@ -92,14 +92,27 @@ def test_api_needs_token_and_healthz_is_open(job: Job) -> None:
     assert job.api("GET", "/healthz", token=None) == (200, {"ok": True})
     status, body = job.api("GET", "/api/status")
     assert status == 200
-    assert set(body) >= {"state", "task", "error", "attempt", "idle_seconds", "reap_at", "owner", "gpu_utilization"}
+    assert set(body) >= {
+        "state",
+        "task",
+        "error",
+        "attempt",
+        "idle_seconds",
+        "reap_at",
+        "owner",
+        "gpu_utilization",
+    }
     assert body["task"] == "__main__.middle"
 
 
 def test_resume_while_running_is_refused(job: Job) -> None:
     job.write("helpers.py", HELPERS)
-    job.write("job.py", JOB.replace('"RESULT"', '"RESULT"').replace(
-        "    return total * factor", "    import time; time.sleep(3)\n    return total * factor"))
+    job.write(
+        "job.py",
+        JOB.replace('"RESULT"', '"RESULT"').replace(
+            "    return total * factor", "    import time; time.sleep(3)\n    return total * factor"
+        ),
+    )
     job.start().wait_state("waiting")
     job.write("helpers.py", "def scale(value):\n    return value\n")
     assert job.api("POST", "/api/resume")[0] == 202
@@ -113,8 +126,18 @@ def test_session_file_is_private_and_complete(job: Job) -> None:
     record = start(job)
     mode = (job.home / "session.json").stat().st_mode & 0o777
     assert mode == 0o600
-    for key in ("state", "task", "error", "workspace", "control_url", "token", "debug",
-                "code_server_url", "password", "pid"):
+    for key in (
+        "state",
+        "task",
+        "error",
+        "workspace",
+        "control_url",
+        "token",
+        "debug",
+        "code_server_url",
+        "password",
+        "pid",
+    ):
         assert key in record
     launch = json.loads((job.workspace / ".vscode" / "launch.json").read_text())
     names = [c["name"] for c in launch["configurations"]]

@@ -11,14 +11,29 @@ from interactive.settings import NAMES, Settings, build_settings, env_name, is_e
 def test_defaults_match_the_design() -> None:
     s = build_settings({}, {})
     assert (s.mode, s.ide, s.port, s.control_port, s.debug_port, s.bind, s.auth) == (
-        "on_failure", "code-server", 8080, 8081, 5678, "127.0.0.1", "password")
+        "on_failure",
+        "code-server",
+        8080,
+        8081,
+        5678,
+        "127.0.0.1",
+        "password",
+    )
     assert (s.max_idle_seconds, s.grace_seconds, s.poll_seconds) == (1800, 600, 10)
-    assert (s.gpu_idle_percent, s.cpu_idle_percent, s.retries, s.cache, s.cache_version) == (5, 5, 0, False, "1")
+    assert (s.gpu_idle_percent, s.cpu_idle_percent, s.retries, s.cache, s.cache_version) == (
+        5,
+        5,
+        0,
+        False,
+        "1",
+    )
     assert s.preempt_grace_seconds == 25 and s.extensions == () and s.owner is None
 
 
 def test_environment_overrides_the_argument() -> None:
-    s = build_settings({"max_idle_seconds": 60, "mode": "startup"}, {"PODCODE_MAX_IDLE_SECONDS": "900"})
+    s = build_settings(
+        {"max_idle_seconds": 60, "mode": "startup"}, {"PODCODE_MAX_IDLE_SECONDS": "900"}
+    )
     assert s.max_idle_seconds == 900 and s.mode == "startup"
 
 
@@ -62,8 +77,15 @@ def test_every_setting_has_an_environment_override() -> None:
 
 
 def test_hooks_extensions_and_workspace_from_environment(tmp_path: Path) -> None:
-    s = build_settings({}, {"PODCODE_ON_REAP": "os.path:exists", "PODCODE_EXTENSIONS": "a.vsix, ms-python.python",
-                            "PODCODE_WORKSPACE": str(tmp_path), "PODCODE_CACHE": "yes"})
+    s = build_settings(
+        {},
+        {
+            "PODCODE_ON_REAP": "os.path:exists",
+            "PODCODE_EXTENSIONS": "a.vsix, ms-python.python",
+            "PODCODE_WORKSPACE": str(tmp_path),
+            "PODCODE_CACHE": "yes",
+        },
+    )
     import os.path
 
     assert s.on_reap is os.path.exists
@@ -73,8 +95,12 @@ def test_hooks_extensions_and_workspace_from_environment(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("environ", "enabled"),
-    [({}, False), ({"PODCODE_ENABLE": "1"}, True), ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True),
-     ({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "PODCODE_ENABLE": "0"}, False)],
+    [
+        ({}, False),
+        ({"PODCODE_ENABLE": "1"}, True),
+        ({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, True),
+        ({"KUBERNETES_SERVICE_HOST": "10.0.0.1", "PODCODE_ENABLE": "0"}, False),
+    ],
 )
 def test_enablement(environ: dict[str, str], enabled: bool) -> None:
     assert is_enabled(environ) is enabled

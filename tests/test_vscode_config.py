@@ -16,8 +16,13 @@ TASK = TaskRef("jobs.train.fit", "jobs.train", "fit", "/src/jobs/train.py")
 
 
 def write(workspace: Path, home: Path) -> dict:
-    write_configurations(workspace, TASK, home=home, debug=("127.0.0.1", 5678),
-                         control={"control_url": "http://127.0.0.1:8081", "token": "t0k"})
+    write_configurations(
+        workspace,
+        TASK,
+        home=home,
+        debug=("127.0.0.1", 5678),
+        control={"control_url": "http://127.0.0.1:8081", "token": "t0k"},
+    )
     return json.loads((workspace / ".vscode" / "launch.json").read_text())
 
 
@@ -25,7 +30,10 @@ def test_launch_has_attach_rerun_and_resume(tmp_path: Path) -> None:
     launch = write(tmp_path, tmp_path / "home")
     by_name = {c["name"]: c for c in launch["configurations"]}
     attach = by_name["podcode: attach to failed fit (post-mortem)"]
-    assert attach["request"] == "attach" and attach["connect"] == {"host": "127.0.0.1", "port": 5678}
+    assert attach["request"] == "attach" and attach["connect"] == {
+        "host": "127.0.0.1",
+        "port": 5678,
+    }
     rerun = by_name["podcode: debug fit again with captured inputs"]
     assert rerun["request"] == "launch" and rerun["python"] == sys.executable
     assert rerun["env"]["PODCODE_ENABLE"] == "0"
@@ -42,16 +50,22 @@ def test_users_configurations_survive_with_comments(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "launch.json").write_text(
         '{\n // my configs\n "version": "0.2.0",\n "configurations": [\n'
-        '  {"name": "mine", "type": "debugpy", "request": "launch", "program": "a // not a comment.py"},\n'
+        '  {"name": "mine", "type": "debugpy", "request": "launch",'
+        ' "program": "a // not a comment.py"},\n'
         '  {"name": "podcode: stale", "type": "debugpy"},\n ],\n}\n'
     )
-    (folder / "settings.json").write_text('{"editor.fontSize": 15, /* keep */ "python.defaultInterpreterPath": "/old"}')
+    (folder / "settings.json").write_text(
+        '{"editor.fontSize": 15, /* keep */ "python.defaultInterpreterPath": "/old"}'
+    )
     launch = write(tmp_path, tmp_path / "home")
     names = [c["name"] for c in launch["configurations"]]
     assert names[0] == "mine" and "podcode: stale" not in names and len(names) == 4
     assert launch["configurations"][0]["program"] == "a // not a comment.py"
     settings = json.loads((folder / "settings.json").read_text())
-    assert settings["editor.fontSize"] == 15 and settings["python.defaultInterpreterPath"] == sys.executable
+    assert (
+        settings["editor.fontSize"] == 15
+        and settings["python.defaultInterpreterPath"] == sys.executable
+    )
     write(tmp_path, tmp_path / "home")  # idempotent
     assert len(json.loads((folder / "launch.json").read_text())["configurations"]) == 4
 
@@ -73,8 +87,15 @@ def test_session_file_for_the_companion_is_private_and_ignored(tmp_path: Path) -
 
 
 def test_hostile_names_stay_json_strings() -> None:
-    ours = vscode.launch_configurations(task_name='x", "evil": "1', debug_host="127.0.0.1", debug_port=1,
-                                        workspace='/w"s', rerun_script="/r", python="/p", home="/h")
+    ours = vscode.launch_configurations(
+        task_name='x", "evil": "1',
+        debug_host="127.0.0.1",
+        debug_port=1,
+        workspace='/w"s',
+        rerun_script="/r",
+        python="/p",
+        home="/h",
+    )
     assert ours["configurations"][0]["name"].startswith('podcode: attach to failed x", "evil')
     assert "evil" not in ours["configurations"][0]
 
@@ -87,6 +108,8 @@ def test_templates_refuse_missing_values() -> None:
 
 
 def test_merge_keeps_unknown_top_level_keys() -> None:
-    merged = vscode.merge_launch({"version": "0.2.0", "compounds": [1], "configurations": "junk"},
-                                 {"version": "0.2.0", "configurations": [{"name": "podcode: a"}]})
+    merged = vscode.merge_launch(
+        {"version": "0.2.0", "compounds": [1], "configurations": "junk"},
+        {"version": "0.2.0", "configurations": [{"name": "podcode: a"}]},
+    )
     assert merged["compounds"] == [1] and merged["configurations"] == [{"name": "podcode: a"}]

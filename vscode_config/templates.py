@@ -14,7 +14,7 @@ def environment(autoescape: bool = False) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("vscode_config", "templates"),
         undefined=jinja2.StrictUndefined,
-        autoescape=autoescape,
+        autoescape=autoescape,  # noqa: S701 - JSON/Python use tojson; HTML autoescapes
         keep_trailing_newline=True,
     )
 

@@ -23,13 +23,13 @@ def parse_jsonc(text: str) -> Any:
     return json.loads(_TOKENS.sub(keep_strings, text))
 
 
-def launch_configurations(**values: object) -> dict[str, Any]:
+def launch_configurations(**values: Any) -> dict[str, Any]:
     """Our launch.json, from ``launch.json.j2`` (every value is required)."""
     rendered: dict[str, Any] = json.loads(render("launch.json.j2", **values))
     return rendered
 
 
-def workspace_settings(**values: object) -> dict[str, Any]:
+def workspace_settings(**values: Any) -> dict[str, Any]:
     rendered: dict[str, Any] = json.loads(render("settings.json.j2", **values))
     return rendered
 
@@ -40,7 +40,9 @@ def merge_launch(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
     merged.setdefault("version", ours["version"])
     theirs = merged.get("configurations")
     theirs = theirs if isinstance(theirs, list) else []
-    kept = [c for c in theirs if not (isinstance(c, dict) and str(c.get("name", "")).startswith(OURS))]
+    kept = [
+        c for c in theirs if not (isinstance(c, dict) and str(c.get("name", "")).startswith(OURS))
+    ]
     merged["configurations"] = kept + ours["configurations"]
     return merged
 
@@ -54,5 +56,5 @@ def merge_settings(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def rerun_script(**values: object) -> str:
+def rerun_script(**values: Any) -> str:
     return render("rerun.py.j2", **values)

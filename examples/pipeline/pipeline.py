@@ -10,6 +10,7 @@ import random
 import time
 
 import features
+
 from interactive import vscode
 
 
@@ -18,7 +19,7 @@ def load(rows: int, seed: int = 7) -> dict[str, list[float]]:
     """The expensive upstream step: cached, so a re-run of the workflow skips it."""
     print(f"load: reading {rows} rows", flush=True)
     time.sleep(0.5)
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - demo data, not security
     return {
         "loss": [rng.random() for _ in range(rows)],
         "lr": [0.001] * rows,  # a constant column: normalize() divides by zero
