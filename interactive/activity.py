@@ -132,6 +132,8 @@ class CpuSampler:
     ide_pids: Callable[[], Sequence[int]] = tuple
     scope: str = "user"
     own_pid: int = field(default_factory=os.getpid)
+    own_thread_prefixes: tuple[str, ...] = OWN_THREAD_PREFIXES
+    """Threads of this process whose name starts so are never the user's work."""
     _last: dict[Key, float] | None = field(default=None, init=False)
     _last_now: float = field(default=0.0, init=False)
     _last_wall: float = field(default=0.0, init=False)
@@ -174,7 +176,7 @@ class CpuSampler:
         own = {
             thread.native_id
             for thread in threading.enumerate()
-            if thread.name.startswith(OWN_THREAD_PREFIXES)
+            if thread.name.startswith(self.own_thread_prefixes)
         }
         own.add(threading.get_native_id())
         try:

@@ -10,10 +10,12 @@ the password) and sending returns False: it never raises to the caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import smtplib
 import socket
 import ssl
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -156,7 +158,7 @@ class EmailNotifier:
         delay = self.first_delay_seconds
         for attempt in range(1, self.attempts + 1):
             try:
-                await asyncio.to_thread(self.deliver, message)
+                await in_thread(self.deliver, message)
             except (OSError, smtplib.SMTPException) as exc:
                 logger.warning(
                     "sending %r to %s through %s failed (attempt %d of %d): %s",
@@ -186,22 +188,59 @@ class EmailNotifier:
         message.add_alternative(rendered.html, subtype="html")
         return message
 
+    def tls_context(self) -> ssl.SSLContext:
+        """The given context, else the system's CAs (loaded once: it takes a while)."""
+        if self.ssl_context is None:
+            self.ssl_context = ssl.create_default_context()
+        return self.ssl_context
+
     def deliver(self, message: EmailMessage) -> None:
         """One blocking attempt: connect, TLS, log in, send."""
         config = self.config
-        context = self.ssl_context or ssl.create_default_context()
         timeout = config.timeout_seconds
         smtp: smtplib.SMTP
         if config.ssl:
-            smtp = smtplib.SMTP_SSL(config.host, config.port, timeout=timeout, context=context)
+            smtp = smtplib.SMTP_SSL(
+                config.host, config.port, timeout=timeout, context=self.tls_context()
+            )
         else:
             smtp = smtplib.SMTP(config.host, config.port, timeout=timeout)
         with smtp:
             if config.starttls:
-                smtp.starttls(context=context)
+                smtp.starttls(context=self.tls_context())
             if config.username:
                 smtp.login(config.username, config.password or "")
             smtp.send_message(message)
+
+
+async def in_thread(call: Callable[[EmailMessage], None], message: EmailMessage) -> None:
+    """Run ``call(message)`` on a daemon thread named ``podcode-mail``.
+
+    The name keeps it out of the CPU activity of the user's work, and a daemon
+    thread never holds up the end of the process while a server times out.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    def work() -> None:
+        outcome: BaseException | None = None
+        try:
+            call(message)
+        except BaseException as exc:
+            outcome = exc
+        with contextlib.suppress(RuntimeError):  # the loop is already closed: nobody waits
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=work, name="podcode-mail", daemon=True).start()
+    await done
 
 
 def _describe(exc: BaseException) -> str:
