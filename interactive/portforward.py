@@ -56,6 +56,9 @@ def describe_refusal(status: int | None, action: str, pod: str, namespace: str) 
         return f"no pod {pod} in namespace {namespace} (404): it may have been deleted"
     if status == 401:
         return "the API server rejected your credentials (401): log in to the cluster again"
+    if status == 400:
+        return (f"the API server refused to {action} for pod {namespace}/{pod} (400 Bad "
+                "Request): is the pod running, and the container right (-c CONTAINER)?")
     return f"cannot {action} for pod {namespace}/{pod}"
 
 

@@ -380,3 +380,14 @@ def test_install_without_its_module(console: Console, monkeypatch: pytest.Monkey
 def test_options_before_the_verb_count_too(in_pod: LiveSession, console: Console) -> None:
     assert run(["-n", "ml", "-o", "json", "status", "train-0"], console) == Exit.OK
     assert json.loads(output(console))["session"] == "pod ml/train-0"
+
+
+@pytest.mark.parametrize("verb", POD_VERBS, ids=lambda v: v[0])
+def test_a_session_whose_control_api_is_gone(verb: list[str], fake_kube: FakeKube,
+                                            live: LiveSession, console: Console) -> None:
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    fake_kube.session_pod("train-0", ports={**live.ports, "control": port}, home=str(live.home))
+    assert run([*verb, "train-0"], console) == Exit.UNREACHABLE
+    assert f"control API (port {port} in the pod) does not answer" in _one_line(console)

@@ -11,7 +11,7 @@ from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.launch import attach_configuration, merge_launch
-from interactive.cli.target import connect, forward, required_port
+from interactive.cli.target import connect, first_contact, forward, required_port
 from interactive.cluster import Cluster, ClusterError, SessionInfo
 from interactive.sessionfile import SessionFile
 
@@ -20,10 +20,10 @@ def attach(args: argparse.Namespace, console: Console) -> int:
     with connect(args, console) as cluster, contextlib.ExitStack() as stack:
         info = cluster.live_session(args.pod, args.namespace)
         record = cluster.read_session_file(info, args.container)
-        control = stack.enter_context(forward(cluster, info, required_port(info, "control"),
-                                               name="control API"))
+        port = required_port(info, "control")
+        control = stack.enter_context(forward(cluster, info, port, name="control API"))
         client = ControlClient(control.url, record.token)
-        status = client.status()
+        status = first_contact(client, info, port)
         ide_url = None
         if record.code_server_url is not None:
             remote = required_port(info, "code_server")
@@ -61,10 +61,10 @@ def debug(args: argparse.Namespace, console: Console) -> int:
     with connect(args, console) as cluster, contextlib.ExitStack() as stack:
         info = cluster.live_session(args.pod, args.namespace)
         record = cluster.read_session_file(info, args.container)
-        control = stack.enter_context(forward(cluster, info, required_port(info, "control"),
-                                               name="control API"))
+        port = required_port(info, "control")
+        control = stack.enter_context(forward(cluster, info, port, name="control API"))
         client = ControlClient(control.url, record.token)
-        client.status()
+        first_contact(client, info, port)
         remote = info.ports.get("debug") or record.debug_port or required_port(info, "debug")
         local = stack.enter_context(forward(cluster, info, remote, args.port or remote,
                                              fixed=args.port is not None, name="debugpy"))
@@ -109,13 +109,15 @@ def hold(console: Console, cluster: Cluster, info: SessionInfo, client: ControlC
             if healthy:
                 console.warn("the session answers again: reconnected")
                 continue
+            state = "unknown"
             try:
-                cluster.live_session(info.pod, info.namespace)
+                state = cluster.live_session(info.pod, info.namespace).state or state
             except ClusterError as exc:
                 if exc.kind in ("not_found", "ended"):
                     console.warn(f"{exc}")
                     return Exit.NOT_FOUND
-            console.warn("lost the connection to the session; reconnecting...")
+            console.warn(f"lost the connection to the session (pod state {state}); "
+                         "reconnecting...")
     except KeyboardInterrupt:
         pass
     return Exit.OK

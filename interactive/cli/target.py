@@ -6,6 +6,7 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
@@ -56,6 +57,20 @@ def forward(cluster: Cluster, info: SessionInfo, port: int, local_port: int = 0,
     return forwarder.start()
 
 
+def first_contact(client: ControlClient, info: SessionInfo, port: int) -> dict[str, Any]:
+    """``GET /api/status`` through the forward, with the pod named if it does not answer."""
+    try:
+        return client.status()
+    except ControlError as exc:
+        if exc.kind != "unreachable":
+            raise
+        raise ControlError(
+            f"pod {info.namespace}/{info.pod}: the session's control API (port {port} in the "
+            "pod) does not answer through the port-forward; is the session still open? "
+            f"(kubectl logs -n {info.namespace} {info.pod})", "unreachable",
+        ) from None
+
+
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
     """The session named by ``args.pod`` (through the Kubernetes API), else the local one."""
@@ -65,10 +80,13 @@ def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
     with connect(args, console) as cluster:
         info = cluster.live_session(args.pod, args.namespace)
         record = cluster.read_session_file(info, args.container)
-        forwarder = forward(cluster, info, required_port(info, "control"), name="control API")
+        port = required_port(info, "control")
+        forwarder = forward(cluster, info, port, name="control API")
         try:
             label = f"pod {info.namespace}/{info.pod}"
-            yield Target(label, ControlClient(forwarder.url, record.token), record, info)
+            client = ControlClient(forwarder.url, record.token)
+            first_contact(client, info, port)
+            yield Target(label, client, record, info)
         finally:
             forwarder.close()
 
