@@ -13,7 +13,13 @@ from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlError, Exit
 from interactive.cluster import Cluster, SessionInfo
 from interactive.portforward import Forwarder
-from interactive.sessionfile import SessionFile, process_alive, read_session_file, session_path
+from interactive.sessionfile import (
+    SessionFile,
+    process_alive,
+    read_session_file,
+    session_path,
+    too_open,
+)
 
 
 @dataclass
@@ -94,6 +100,9 @@ def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
 def _local(console: Console) -> Target:
     path = session_path(console.environ)
     record = read_session_file(path)
+    if too_open(path):
+        console.warn(f"{path} holds the session's secrets but others may read it: "
+                     f"chmod 600 {path}")
     client = ControlClient(record.control_url, record.token)
     if record.ended:
         raise CliError(f"the local session ({path}) has ended (state {record.state})",

@@ -1,0 +1,88 @@
+"""Small pure pieces of the CLI: session records, launch.json merging, durations, tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from interactive.cli.launch import attach_configuration, merge_launch, strip_jsonc
+from interactive.cli.output import duration, table, until
+from interactive.sessionfile import (
+    SessionFileError,
+    connectable,
+    parse_session,
+    parse_session_text,
+    read_session_file,
+    too_open,
+)
+
+
+def test_wildcard_control_urls_become_loopback() -> None:
+    assert connectable("http://0.0.0.0:8081") == "http://127.0.0.1:8081"
+    assert connectable("http://[::]:8081") == "http://127.0.0.1:8081"
+    assert connectable("http://10.1.2.3:8081") == "http://10.1.2.3:8081"
+
+
+def test_a_session_record_needs_url_and_token() -> None:
+    with pytest.raises(SessionFileError, match="has no token"):
+        parse_session({"control_url": "http://127.0.0.1:1"}, "x")
+    with pytest.raises(SessionFileError, match="not valid JSON"):
+        parse_session_text("{", "x")
+    with pytest.raises(SessionFileError, match="not a JSON object"):
+        parse_session([], "x")
+    record = parse_session({"control_url": "http://127.0.0.1:1", "token": "t", "state": "done",
+                            "debug": {"host": "127.0.0.1", "port": 5678}, "pid": True}, "x")
+    assert record.ended and record.debug_port == 5678 and record.pid is None
+
+
+def test_secrets_stay_out_of_repr() -> None:
+    record = parse_session({"control_url": "http://127.0.0.1:1", "token": "tok-xyz",
+                            "password": "pw-xyz"}, "x")
+    assert "tok-xyz" not in repr(record) and "pw-xyz" not in repr(record)
+
+
+def test_file_mode_check(tmp_path: Path) -> None:
+    path = tmp_path / "session.json"
+    path.write_text("{}")
+    path.chmod(0o644)
+    assert too_open(path)
+    path.chmod(0o600)
+    assert not too_open(path)
+    with pytest.raises(SessionFileError) as raised:
+        read_session_file(tmp_path / "missing.json")
+    assert raised.value.kind == "missing"
+
+
+def test_jsonc_comments_and_trailing_commas() -> None:
+    text = '{\n // a "quoted" comment\n "a": "http://x//y", /* block */ "b": [1, 2,],\n}'
+    assert json.loads(strip_jsonc(text)) == {"a": "http://x//y", "b": [1, 2]}
+
+
+def test_merge_replaces_only_its_own_configuration(tmp_path: Path) -> None:
+    path = tmp_path / ".vscode" / "launch.json"
+    first = attach_configuration("podcode: p", "127.0.0.1", 5678, "${workspaceFolder}", "/src")
+    assert merge_launch(path, first) is False
+    path.write_text(json.dumps({"version": "0.2.0", "configurations": [
+        {"name": "mine", "type": "debugpy", "request": "launch"}, first]}))
+    second = attach_configuration("podcode: p", "127.0.0.1", 6000, "${workspaceFolder}", "/src")
+    merge_launch(path, second)
+    merged = json.loads(path.read_text())["configurations"]
+    assert [c["name"] for c in merged] == ["mine", "podcode: p"]
+    assert merged[1]["connect"]["port"] == 6000
+
+
+def test_merge_refuses_a_broken_file(tmp_path: Path) -> None:
+    path = tmp_path / "launch.json"
+    path.write_text("{ nope")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        merge_launch(path, attach_configuration("n", "h", 1, "l", None))
+    assert path.read_text() == "{ nope"
+
+
+def test_durations_and_tables() -> None:
+    assert [duration(s) for s in (5, 125, 3 * 3600 + 300, 3 * 86400 + 7200)] == [
+        "5s", "2m", "3h05m", "3d02h"]
+    assert until(None, 0) == "-" and until(10, 20) == "due now" and until(130, 10) == "in 2m"
+    assert table(("A", "BB"), [("xyz", "1")]).splitlines() == ["A     BB", "xyz   1"]
