@@ -3,10 +3,12 @@ the locator and ``podcode install``. Tarballs are served by a real local HTTP se
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -22,7 +24,7 @@ from server_bootstrap import install as install_cli
 from server_bootstrap.archive import safe_extract, unsafe_reason
 from server_bootstrap.cache import MARKER, install_name, installed
 from server_bootstrap.config import CodeServerConfig, default_cache, machine_arch
-from server_bootstrap.download import redact_url
+from server_bootstrap.download import redact_url, sha256_of
 from server_bootstrap.errors import (
     ChecksumMismatch,
     CodeServerNotFound,
@@ -31,6 +33,7 @@ from server_bootstrap.errors import (
     UnsafeArchive,
 )
 from server_bootstrap.install import install
+from server_bootstrap.launch import CodeServer
 from server_bootstrap.locate import ensure_code_server, find_code_server
 from server_bootstrap.npm import node_major, write_wrapper
 from server_bootstrap.progress import Progress, render_bar
@@ -47,7 +50,7 @@ SCRIPT = b"#!/bin/sh\necho fake-code-server \"$@\"\n"
 class Files:
     """What the server serves, how often, and an optional gate holding responses."""
 
-    content: dict[str, bytes] = field(default_factory=dict)
+    content: dict[str, bytes | Path] = field(default_factory=dict)
     hits: dict[str, int] = field(default_factory=dict)
     requested: threading.Event = field(default_factory=threading.Event)
     gate: threading.Event | None = None
@@ -69,6 +72,12 @@ def http_files() -> Iterator[Files]:
                 self.send_error(404)
                 return
             self.send_response(200)
+            if isinstance(body, Path):
+                self.send_header("Content-Length", str(body.stat().st_size))
+                self.end_headers()
+                with body.open("rb") as stream:
+                    shutil.copyfileobj(stream, self.wfile, 1 << 20)
+                return
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -471,3 +480,39 @@ def test_progress_logs_plain_lines_elsewhere(caplog: pytest.LogCaptureFixture) -
     assert stream.getvalue() == ""
     assert len(caplog.records) == 11  # 0 %, 10 %, ... 100 %
     assert "\r" not in caplog.text
+
+
+# -- a tarball of a real code-server ---------------------------------------------------
+
+
+@pytest.mark.codeserver
+async def test_a_tarball_of_a_real_install_runs(
+    code_server_binary: Path, http_files: Files, tmp_path: Path
+) -> None:
+    """Pack the installed code-server as a release tarball, serve it, install it through
+    the tarball method, and start what came out."""
+    source = code_server_binary.resolve().parents[1]
+    tarball = tmp_path / "code-server.tar"
+    top = f"code-server-{VERSION}-linux-amd64"
+    await asyncio.to_thread(_pack, source, tarball, top)
+    sha = await asyncio.to_thread(sha256_of, tarball)
+    http_files.content["/cs.tar"] = tarball
+    config = tarball_config(tmp_path / "cache", f"{http_files.url}/cs.tar", sha)
+    try:
+        binary = await asyncio.to_thread(install, config)
+        tarball.unlink()
+        server = CodeServer(binary, workspace=tmp_path, bind="127.0.0.1", port=0,
+                            data_dir=tmp_path / "data", password="pw")
+        try:
+            await server.start(timeout=60)
+            assert server.ready
+        finally:
+            await server.stop()
+    finally:
+        shutil.rmtree(tmp_path / "cache", ignore_errors=True)  # 0.8 GB
+        tarball.unlink(missing_ok=True)
+
+
+def _pack(source: Path, tarball: Path, top: str) -> None:
+    with tarfile.open(tarball, "w") as archive:
+        archive.add(source, arcname=top, filter=lambda m: None if m.name.endswith(MARKER) else m)
