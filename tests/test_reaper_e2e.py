@@ -1,0 +1,98 @@
+"""End to end: a real failing task idles, is warned by email, kept alive, then reaped."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from email.message import EmailMessage
+from pathlib import Path
+
+import psutil
+
+from tests.session_fixture import Job
+from tests.smtp_fixture import SmtpServer
+
+OWNER = "ana@example.com"
+
+JOB = """
+import os, sys
+from pathlib import Path
+import interactive
+from interactive import vscode
+
+def checkpoint():
+    Path(os.environ["HOOK_MARK"]).write_text("checkpointed")
+
+@vscode(ide="none", port=0, control_port=0, debug_port=0, owner="{owner}",
+        max_idle_seconds=3, grace_seconds=3, poll_seconds=0.5, on_reap=checkpoint)
+def train(lr):
+    raise ValueError(f"diverged at lr={{lr}}")
+
+if __name__ == "__main__":
+    try:
+        train(0.5)
+    except interactive.Reaped as exc:
+        print("REAPED", exc.saved_edits, flush=True)
+        sys.exit(3)
+"""
+
+
+def text_of(message: EmailMessage) -> str:
+    body = message.get_body(("plain",))
+    assert body is not None
+    return str(body.get_content())
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("PODCODE_E2E_MARK") == marker:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def test_idle_session_is_warned_kept_alive_then_reaped(
+    job: Job, smtp_server: SmtpServer, tmp_path: Path
+) -> None:
+    marker = uuid.uuid4().hex
+    hook_mark = tmp_path / "hook-ran"
+    store = tmp_path / "store"
+    job.write("helpers.py", "LR = 0.5\n")
+    job.write("job.py", JOB.format(owner=OWNER))
+    job.start(env={
+        "PODCODE_SMTP_URL": smtp_server.url,
+        "PODCODE_MAIL_FROM": "podcode@test.example",
+        "PODCODE_STORE": str(store),
+        "HOOK_MARK": str(hook_mark),
+        "PODCODE_E2E_MARK": marker,
+    })
+    job.wait_state("waiting")
+    job.write("helpers.py", "LR = 0.05\n")  # an edit: activity now, saved at cleanup
+
+    [warning] = smtp_server.wait_for(1, timeout=60)
+    assert warning["To"] == OWNER and "is idle" in warning["Subject"]
+    assert "podcode keepalive" in text_of(warning)
+
+    status, body = job.api("POST", "/api/keepalive", {"seconds": 4})
+    assert status == 200 and body["reap_at"] is not None
+
+    messages = smtp_server.wait_for(3, timeout=60)
+    second, final = messages[1], messages[2]
+    # the keep-alive cancelled the first warning; a new one came later, then the cleanup
+    assert "is idle" in second["Subject"] and second["Subject"] > warning["Subject"]
+    assert "cleaned up" in final["Subject"]
+
+    assert job.wait_exit() == 3
+    output = job.output()
+    assert "REAPED" in output
+    saved = output.split("REAPED", 1)[1].split()[0]
+    assert saved in text_of(final)
+    assert Path(saved, "files", "helpers.py").read_text() == "LR = 0.05\n"
+    assert "+LR = 0.05" in Path(saved, "changes.diff").read_text()
+    manifest = json.loads(Path(saved, "manifest.json").read_text())
+    assert "helpers.py" in manifest["copied"]
+    assert hook_mark.read_text() == "checkpointed"
+    assert processes_with(marker) == []
