@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -137,7 +137,6 @@ class CpuSampler:
     _last: dict[Key, float] | None = field(default=None, init=False)
     _last_now: float = field(default=0.0, init=False)
     _last_wall: float = field(default=0.0, init=False)
-    _ide_exes: dict[int, str | None] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -202,19 +201,37 @@ class CpuSampler:
         return found
 
     def _ide_processes(self) -> set[int]:
-        """code-server's own processes: its roots and their descendants on its executable."""
-        excluded: set[int] = set()
+        """code-server's own processes: its launcher, and those of its tree on its executable.
+
+        ``ide_pids()`` may list the whole tree, terminals and what runs in them
+        included; only the processes running the launcher's executable (code-server's
+        node) are code-server's own.
+        """
+        tree: dict[int, psutil.Process] = {}
         for pid in self.ide_pids():
             try:
-                root = psutil.Process(pid)
-                exe = self._ide_exes.setdefault(pid, _exe(root))
-                excluded.add(pid)
-                for child in root.children(recursive=True):
-                    if exe is not None and _exe(child) == exe:
-                        excluded.add(child.pid)
+                proc = psutil.Process(pid)
+                tree[pid] = proc
+                tree.update((child.pid, child) for child in proc.children(recursive=True))
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        return excluded
+        launcher = _oldest(tree.values())
+        if launcher is None:
+            return set()
+        exe = _exe(launcher)
+        if exe is None:
+            return {launcher.pid}
+        return {launcher.pid} | {pid for pid, proc in tree.items() if _exe(proc) == exe}
+
+
+def _oldest(procs: Iterable[psutil.Process]) -> psutil.Process | None:
+    born: list[tuple[float, int, psutil.Process]] = []
+    for proc in procs:
+        try:
+            born.append((proc.create_time(), proc.pid, proc))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return min(born, key=lambda item: item[:2])[2] if born else None
 
 
 def _exe(proc: psutil.Process) -> str | None:

@@ -233,7 +233,8 @@ def test_ide_processes_are_excluded_but_what_runs_in_its_terminal_counts(
     assert root.stdout is not None
     own_pid, shell_pid = map(int, root.stdout.readline().split())
     root.stdout.close()
-    sampler = CpuSampler(5.0, ide_pids=lambda: [root.pid], scope="tree")
+    # the IDE reports its whole tree: launcher, its own helpers, the terminal's shell
+    sampler = CpuSampler(5.0, ide_pids=lambda: [root.pid, own_pid, shell_pid], scope="tree")
     sampler.sample(0.0)
     wait_until(lambda: cpu_of(own_pid if busy == "own" else shell_pid) >= 0.5)
     assert sampler.sample(2.0).active is counts  # counted, it would be >= 25 %
