@@ -126,7 +126,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 def _children(pid: int) -> list[psutil.Process]:
     try:
-        return psutil.Process(pid).children(recursive=True)
+        return list(psutil.Process(pid).children(recursive=True))
     except psutil.NoSuchProcess:
         return []
 

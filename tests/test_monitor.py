@@ -189,7 +189,11 @@ async def test_activity_after_the_warning_cancels_it(harness: Harness) -> None:
 
 async def test_keepalive_during_the_warning_cancels_it_and_postpones(harness: Harness) -> None:
     answers: list[float] = []
-    harness.clock.at(1110.0, lambda: answers.append(keepalive(harness.state, SETTINGS, 500)))
+
+    def keep() -> None:
+        answers.append(keepalive(harness.state, SETTINGS, 500))
+
+    harness.clock.at(1110.0, keep)
 
     await harness.run()
 
@@ -199,7 +203,10 @@ async def test_keepalive_during_the_warning_cancels_it_and_postpones(harness: Ha
 
 
 async def test_keepalive_before_the_warning_postpones_it(harness: Harness) -> None:
-    harness.clock.at(1050.0, lambda: keepalive(harness.state, SETTINGS, 1000))
+    def keep() -> None:
+        keepalive(harness.state, SETTINGS, 1000)
+
+    harness.clock.at(1050.0, keep)
 
     await harness.run()
 
@@ -295,7 +302,9 @@ async def test_warning_email_through_a_real_smtp_server(
 
     [message] = smtp_server.messages
     assert message["To"] == "ana@example.com"
-    assert "podcode keepalive train-abc -n ml" in message.get_body(("plain",)).get_content()
+    body = message.get_body(("plain",))
+    assert body is not None
+    assert "podcode keepalive train-abc -n ml" in body.get_content()
 
 
 def test_default_deps_outside_kubernetes(tmp_path: Path) -> None:

@@ -108,7 +108,9 @@ async def test_cleanup_runs_every_step_in_order(
     assert sorted(report.changed) == ["old.txt", "pkg/new.py", "train.py"]
 
     [message] = smtp_server.wait_for(1)
-    text = message.get_body(("plain",)).get_content()
+    body = message.get_body(("plain",))
+    assert body is not None
+    text = body.get_content()
     assert report.edits_url in text and "pkg/new.py" in text
     assert "ml/train-abc" in text
     event = [call for call in pod.calls if call[0] == "event"]
