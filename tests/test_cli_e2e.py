@@ -60,7 +60,8 @@ def test_a_real_session_is_listed_inspected_and_resumed_through_the_cluster(
     [listed] = json.loads(out)
     assert (listed["pod"], listed["task"], listed["owner"]) == (
         "train-job-0", "__main__.train", "ana@example.com")
-    assert any(e["reason"] == "PodcodeWaiting" for e in fake_kube.events)
+    wait_for(lambda: any(e["reason"] == "PodcodeWaiting" for e in fake_kube.events),
+             "the PodcodeWaiting event")
 
     code, out, err = cli("status", "train-job-0", "-n", "ml", "-o", "json")
     assert code == Exit.OK, err
