@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import psutil
@@ -17,10 +19,12 @@ import pytest
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.launch import (
     MARKER_VARIABLE,
+    USER_SETTINGS,
     CodeServer,
     child_environ,
     command_line,
     url_host,
+    write_user_settings,
 )
 from tests.codeserver_fixture import code_server_processes
 
@@ -131,7 +135,7 @@ async def test_starts_ready_on_loopback_with_a_password(
             pass
 
 
-def _connections(proc: psutil.Process) -> list[psutil._common.pconn]:  # type: ignore[name-defined]
+def _connections(proc: psutil.Process) -> list[Any]:
     try:
         return list(proc.net_connections(kind="inet"))
     except psutil.Error:
@@ -221,3 +225,27 @@ def _is_zombie(pid: int) -> bool:
         return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return True
+
+
+def test_user_settings_defaults_keep_the_users_values(tmp_path: Path) -> None:
+    settings = tmp_path / "User" / "settings.json"
+    write_user_settings(settings, {"telemetry.telemetryLevel": "off", "a": 1})
+    assert json.loads(settings.read_text()) == {"telemetry.telemetryLevel": "off", "a": 1}
+    settings.write_text(json.dumps({"a": 2, "editor.fontSize": 15}))
+    write_user_settings(settings, {"telemetry.telemetryLevel": "off", "a": 1})
+    assert json.loads(settings.read_text()) == {"telemetry.telemetryLevel": "off", "a": 2,
+                                                "editor.fontSize": 15}
+    commented = '{\n  // mine\n  "a": 3\n}\n'
+    settings.write_text(commented)
+    write_user_settings(settings, {"a": 1})
+    assert settings.read_text() == commented
+    assert USER_SETTINGS["telemetry.telemetryLevel"] == "off"
+    assert USER_SETTINGS["update.mode"] == "none"
+
+
+async def test_supervise_before_start_is_an_error(tmp_path: Path) -> None:
+    server = CodeServer(Path("code-server"), workspace=tmp_path, bind="127.0.0.1", port=0,
+                        data_dir=tmp_path / "d", password=None)
+    with pytest.raises(CodeServerStartError, match="call start"):
+        await server.supervise()
+    assert server.pids() == [] and not server.ready
