@@ -49,7 +49,10 @@ def _auth_middleware(token: str, state: SessionState) -> Any:
         if request.path.startswith("/api/"):
             if not _authorized(request, token):
                 return web.json_response({"error": "missing or wrong bearer token"}, status=401)
-            state.touch()
+            if request.method != "GET":
+                # Reading the status is not activity: the companion extension polls it
+                # from any open browser tab, and an untouched tab must not keep a GPU.
+                state.touch()
         return await handler(request)
 
     return middleware

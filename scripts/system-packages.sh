@@ -2,7 +2,7 @@
 # Install the Debian packages podcode's tests and code-server need, if missing.
 set -euo pipefail
 needed=()
-for pkg in chromium libkrb5-dev; do
+for pkg in chromium libkrb5-dev openssl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 [ ${#needed[@]} -eq 0 ] && exit 0
