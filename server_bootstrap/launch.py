@@ -283,16 +283,31 @@ class CodeServer:
             if self._stopping:
                 return
             await self._terminate()  # the launcher's children outlive it
+            if not await self._restart(f"exited with {code}"):
+                return
+
+    async def _restart(self, why: str) -> bool:
+        """Start again after ``why``; False when stopped meanwhile. Raises once the
+        restarts are used up."""
+        while True:
             if self.restarts >= self.max_restarts:
-                raise CodeServerStartError(self._failure(
-                    f"exited with {code} and was restarted {self.restarts} times already"))
+                raise CodeServerStartError(
+                    self._failure(f"{why} and was restarted {self.restarts} times already")
+                )
             self.restarts += 1
-            log.warning("code-server exited with %s; restarting it (%d of %d)",
-                        code, self.restarts, self.max_restarts)
+            log.warning("code-server %s; restarting it (%d of %d)",
+                        why, self.restarts, self.max_restarts)
             await asyncio.sleep(self.restart_delay)
             if self._stopping:
-                return
-            await self._launch(timeout=30.0)
+                return False
+            try:
+                await self._launch(timeout=30.0)
+                return True
+            except CodeServerStartError as exc:
+                if self._stopping:
+                    return False
+                log.warning("code-server did not start again: %s", exc)
+                why = "did not start again"
 
     async def stop(self) -> None:
         """Stop code-server and every process it started. Safe to call twice."""

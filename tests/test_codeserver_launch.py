@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,53 @@ async def test_supervise_before_start_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(CodeServerStartError, match="call start"):
         await server.supervise()
     assert server.pids() == [] and not server.ready
+
+
+FAKE_SERVER = """#!{python}
+import http.server, pathlib, sys
+here = pathlib.Path(sys.argv[0]).parent
+if (here / "broken").exists():
+    print("cannot start: broken", flush=True)
+    sys.exit(2)
+bind = sys.argv[sys.argv.index("--bind-addr") + 1]
+host, port = bind.rsplit(":", 1)
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{{"status": "alive"}}')
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer((host, int(port)), Handler)
+print(f"HTTP server listening on http://{{host}}:{{server.server_port}}/", flush=True)
+server.serve_forever()
+"""
+
+
+async def test_restarts_that_fail_count_until_given_up(tmp_path: Path) -> None:
+    """A stand-in server: starts, is killed, then cannot start again; supervise tries
+    max_restarts times and gives up with the last output."""
+    binary = tmp_path / "code-server"
+    binary.write_text(FAKE_SERVER.format(python=sys.executable))
+    binary.chmod(0o755)
+    server = CodeServer(binary, workspace=tmp_path, bind="127.0.0.1", port=0,
+                        data_dir=tmp_path / "d", password=PASSWORD, max_restarts=2,
+                        restart_delay=0.0)
+    try:
+        await server.start()
+        first_url = server.url
+        supervisor = asyncio.create_task(server.supervise())
+        os.kill(server.pid or 0, signal.SIGKILL)
+        await _until(lambda: server.restarts == 1 and server.ready)
+        assert server.url == first_url
+        (tmp_path / "broken").touch()
+        os.kill(server.pid or 0, signal.SIGKILL)
+        with pytest.raises(CodeServerStartError, match="(?s)restarted 2 times.*broken"):
+            await asyncio.wait_for(supervisor, timeout=60)
+        assert server.restarts == 2 and not server.ready
+    finally:
+        await server.stop()
+    assert code_server_processes(server) == []
