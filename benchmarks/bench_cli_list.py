@@ -66,7 +66,9 @@ def _bare_list(api: client.CoreV1Api) -> Callable[[], object]:
 
 def _bare_seconds(kubeconfig: Path) -> float:
     configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig), client_configuration=configuration
+    )
     with client.ApiClient(configuration) as api_client:
         return median_seconds(_bare_list(client.CoreV1Api(api_client)))
 

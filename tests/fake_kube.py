@@ -25,6 +25,7 @@ import contextlib
 import copy
 import json
 import re
+import socket
 import subprocess
 import threading
 import uuid
@@ -248,11 +249,9 @@ class FakeKube:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        sock = socket.create_server(("127.0.0.1", self.port))  # the same port after up()
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
 
     async def _shutdown(self) -> None:
         for ws in list(self._sockets):
