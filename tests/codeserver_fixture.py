@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+import shutil
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -63,3 +68,63 @@ async def code_server_factory(
     yield make
     for server in made:
         await server.stop()
+
+
+@dataclass
+class Files:
+    """What the server serves, how often, and an optional gate holding responses."""
+
+    content: dict[str, bytes | Path] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+    requested: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event | None = None
+    url: str = ""
+
+
+@pytest.fixture
+def http_files() -> Iterator[Files]:
+    """A real HTTP server on 127.0.0.1 serving ``Files.content`` (bytes or a file)."""
+    files = Files()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            files.hits[self.path] = files.hits.get(self.path, 0) + 1
+            files.requested.set()
+            if files.gate is not None:
+                files.gate.wait(60)
+            body = files.content.get(self.path)
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            if isinstance(body, Path):
+                self.send_header("Content-Length", str(body.stat().st_size))
+                self.end_headers()
+                with body.open("rb") as stream:
+                    shutil.copyfileobj(stream, self.wfile, 1 << 20)
+                return
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    files.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield files
+    finally:
+        if files.gate is not None:
+            files.gate.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def serve(files: Files, name: str, body: bytes) -> tuple[str, str]:
+    """Serve ``body`` at ``/name``; its URL and sha256."""
+    files.content[f"/{name}"] = body
+    return f"{files.url}/{name}", hashlib.sha256(body).hexdigest()

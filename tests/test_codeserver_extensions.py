@@ -22,7 +22,7 @@ from server_bootstrap.extensions import (
 )
 from server_bootstrap.extensions import _run_cli as run_code_server_cli
 from server_bootstrap.vsix import read_manifest
-from tests.test_codeserver_install import Files, http_files, serve  # noqa: F401
+from tests.codeserver_fixture import Files, serve
 
 SOURCE = Path(__file__).resolve().parents[1] / "vscode_config" / "extension"
 
@@ -122,7 +122,7 @@ def test_spec_kinds(tmp_path: Path) -> None:
         spec_kind("no spaces allowed")
 
 
-def test_install_from_a_url_checks_its_sha256(http_files: Files, tmp_path: Path) -> None:  # noqa: F811
+def test_install_from_a_url_checks_its_sha256(http_files: Files, tmp_path: Path) -> None:
     body = _vsix(tmp_path / "demo.vsix").read_bytes()
     url, sha = serve(http_files, "demo.vsix", body)
     extensions = tmp_path / "extensions"

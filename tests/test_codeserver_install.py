@@ -4,7 +4,6 @@ the locator and ``podcode install``. Tarballs are served by a real local HTTP se
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import logging
 import os
@@ -13,9 +12,6 @@ import subprocess
 import sys
 import tarfile
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -37,66 +33,11 @@ from server_bootstrap.launch import CodeServer
 from server_bootstrap.locate import ensure_code_server, find_code_server
 from server_bootstrap.npm import node_major, write_wrapper
 from server_bootstrap.progress import Progress, render_bar
+from tests.codeserver_fixture import Files, serve
 
 VERSION = "9.9.9"
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = b"#!/bin/sh\necho fake-code-server \"$@\"\n"
-
-
-# -- a real HTTP server on 127.0.0.1 ------------------------------------------------
-
-
-@dataclass
-class Files:
-    """What the server serves, how often, and an optional gate holding responses."""
-
-    content: dict[str, bytes | Path] = field(default_factory=dict)
-    hits: dict[str, int] = field(default_factory=dict)
-    requested: threading.Event = field(default_factory=threading.Event)
-    gate: threading.Event | None = None
-    url: str = ""
-
-
-@pytest.fixture
-def http_files() -> Iterator[Files]:
-    files = Files()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            files.hits[self.path] = files.hits.get(self.path, 0) + 1
-            files.requested.set()
-            if files.gate is not None:
-                files.gate.wait(60)
-            body = files.content.get(self.path)
-            if body is None:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            if isinstance(body, Path):
-                self.send_header("Content-Length", str(body.stat().st_size))
-                self.end_headers()
-                with body.open("rb") as stream:
-                    shutil.copyfileobj(stream, self.wfile, 1 << 20)
-                return
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    files.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield files
-    finally:
-        if files.gate is not None:
-            files.gate.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def release_tarball(top: str = f"code-server-{VERSION}-linux-amd64") -> bytes:
@@ -117,9 +58,6 @@ def _add(archive: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) ->
     archive.addfile(info, io.BytesIO(data))
 
 
-def serve(files: Files, name: str, body: bytes) -> tuple[str, str]:
-    files.content[f"/{name}"] = body
-    return f"{files.url}/{name}", hashlib.sha256(body).hexdigest()
 
 
 def tarball_config(cache: Path, url: str, sha: str | None) -> CodeServerConfig:
