@@ -182,6 +182,8 @@ class Session:
                     home=str(self.home),
                 ),
             )
+            for problem in self.pod.problems:  # e.g. a permission the Role lacks
+                self.state.note(problem)
         ide = self.ide
         deps = default_deps(
             self.settings,
