@@ -78,6 +78,7 @@ def atomic_install(cache: Path, name: str, build: Builder, info: dict[str, Any])
             ready = build(staging)
             info = {**info, "installed_at": time.time()}
             (ready / MARKER).write_text(json.dumps(info, indent=2) + "\n")
+            ready.chmod(0o755)  # the staging folder is private; the install is shared
             if final.exists():
                 shutil.rmtree(final)
             ready.rename(final)

@@ -129,6 +129,7 @@ def test_tarball_install_from_a_mirror(http_files: Files, tmp_path: Path) -> Non
     assert out.stdout.strip() == "fake-code-server --version"
     assert os.readlink(binary.parent / "code-server-link") == "code-server"
     assert (binary.parents[1] / MARKER).is_file()
+    assert binary.parents[1].stat().st_mode & 0o777 == 0o755  # other users of the cache
     assert installed(cache, VERSION) == binary
     assert sorted(p.name for p in cache.iterdir()) == [f".{install_name(VERSION)}.lock",
                                                        install_name(VERSION)]
