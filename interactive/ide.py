@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -31,29 +32,41 @@ async def start_ide(
     password: str | None,
     control_url: str,
     token: str,
+    note: Callable[[str], None],
 ) -> Ide | None:
-    """code-server serving ``workspace``, ready; None with ``ide="none"``."""
+    """code-server serving ``workspace``, ready; None with ``ide="none"``.
+
+    When code-server cannot be found, installed or started, the session goes on
+    without it (debugpy and the control API still serve): the error, which names
+    the ways to provide code-server, is logged and shown in the status notes.
+    """
     if settings.ide == "none":
         return None
     from server_bootstrap.config import CodeServerConfig
-    from server_bootstrap.extensions import companion_vsix
+    from server_bootstrap.errors import BootstrapError
     from server_bootstrap.launch import CodeServer
     from server_bootstrap.locate import ensure_code_server
 
     loop = asyncio.get_running_loop()
-    binary = await loop.run_in_executor(None, ensure_code_server, CodeServerConfig.from_environ())
-    data_dir = home / "code-server"
-    companion = await loop.run_in_executor(None, companion_vsix, data_dir / "companion")
-    server = CodeServer(
-        binary,
-        workspace=workspace,
-        bind=settings.bind,
-        port=port,
-        data_dir=data_dir,
-        password=password,
-        env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
-        extensions=[companion, *(Path(spec) for spec in settings.extensions)],
-    )
-    await server.start()
+    try:
+        config = CodeServerConfig.from_environ()
+        binary = await loop.run_in_executor(None, ensure_code_server, config)
+        server = CodeServer(
+            binary,
+            workspace=workspace,
+            bind=settings.bind,
+            port=port,
+            data_dir=home / "code-server",
+            password=password,
+            env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
+            extensions=list(settings.extensions),
+            companion=True,
+        )
+        await server.start()
+    except BootstrapError as exc:
+        message = f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
+        log.error("%s", message)
+        note(message)
+        return None
     log.info("code-server serves %s at %s", workspace, server.url)
     return server

@@ -75,7 +75,13 @@ class Session:
     ide: Ide | None = None
 
     def __post_init__(self) -> None:
-        self.state = SessionState(self.task.name, clock=self.clock, owner=self.settings.owner)
+        self.state = SessionState(
+            self.task.name,
+            clock=self.clock,
+            owner=self.settings.owner,
+            max_idle_seconds=self.settings.max_idle_seconds,
+            grace_seconds=self.settings.grace_seconds,
+        )
         self.token = secrets.token_urlsafe(32)
         self.password = secrets.token_urlsafe(18) if self.settings.auth == "password" else None
         self._loop: LoopThread | None = None
@@ -119,6 +125,7 @@ class Session:
                 password=self.password,
                 control_url=self._control.url,
                 token=self.token,
+                note=self.state.note,
             )
         )
         self._loop.call(self._control.start())

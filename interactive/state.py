@@ -32,6 +32,8 @@ class SessionState:
     """No warning before this time (``POST /api/keepalive``)."""
     gpu_utilization: float | None = None
     """Last NVML reading in percent, None without a GPU."""
+    max_idle_seconds: float | None = None
+    grace_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     """Things the user should know (no owner, no SMTP, API refused...)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -60,6 +62,15 @@ class SessionState:
     def idle_seconds(self) -> float:
         return max(0.0, self.clock() - self.last_activity)
 
+    def _cleanup_at(self) -> float | None:
+        """When cleanup happens if nothing else does (for countdowns), or None."""
+        if self.reap_at is not None:
+            return self.reap_at
+        if self.max_idle_seconds is None or self.grace_seconds is None:
+            return None
+        warn_at = max(self.last_activity + self.max_idle_seconds, self.keepalive_until)
+        return warn_at + self.grace_seconds
+
     def status(self) -> dict[str, Any]:
         """The JSON body of ``GET /api/status``."""
         with self._lock:
@@ -72,5 +83,8 @@ class SessionState:
                 "reap_at": self.reap_at,
                 "owner": self.owner,
                 "gpu_utilization": self.gpu_utilization,
+                "cleanup_at": self._cleanup_at(),
+                "max_idle_seconds": self.max_idle_seconds,
+                "grace_seconds": self.grace_seconds,
                 "notes": list(self.notes),
             }
