@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -33,13 +34,43 @@ async def start_ide(
     control_url: str,
     token: str,
     note: Callable[[str], None],
+    launching: threading.Event | None = None,
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``.
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
+    ``launching`` is set once code-server is about to be spawned (or will not be).
     """
+    try:
+        return await _start(
+            settings,
+            workspace,
+            home,
+            port,
+            password,
+            control_url,
+            token,
+            note,
+            launching or threading.Event(),
+        )
+    finally:
+        if launching is not None:
+            launching.set()
+
+
+async def _start(
+    settings: Settings,
+    workspace: Path,
+    home: Path,
+    port: int,
+    password: str | None,
+    control_url: str,
+    token: str,
+    note: Callable[[str], None],
+    launching: threading.Event,
+) -> Ide | None:
     if settings.ide == "none":
         return None
     from server_bootstrap.config import CodeServerConfig
@@ -62,9 +93,12 @@ async def start_ide(
             extensions=list(settings.extensions),
             companion=True,
         )
+        launching.set()
         await server.start()
     except BootstrapError as exc:
-        message = f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
+        message = (
+            f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
+        )
         log.error("%s", message)
         note(message)
         return None

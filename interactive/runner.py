@@ -16,6 +16,7 @@ from interactive.context import current_task
 from interactive.errors import InputsError, Reaped
 from interactive.settings import Settings
 from interactive.types import ExcInfo
+from interactive.warmup import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ def run_task(
     try:
         if not preempt.installed() and threading.current_thread() is threading.main_thread():
             preempt.install()
+            warm_up()
         if settings.cache:
             return _cached(fn, ref, settings, args, kwargs)
         result = _attempt(fn, ref, settings, args, kwargs)
@@ -87,7 +89,6 @@ def _attempt(
     except BaseException:
         excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
     _leave_if_preempted(ref, settings)  # the pod is going: no session, checkpoint and go
-    _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
     return debug_session(fn, ref, settings, args, kwargs, excinfo)
 
 
@@ -156,6 +157,7 @@ def debug_session(
     final = "failed"
     try:
         session.open(excinfo, fn, args, kwargs)
+        _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
         base = session.snapshot
         while True:
             command = session.wait()

@@ -14,23 +14,26 @@ import os
 import queue
 import secrets
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interactive import configure, postmortem, record
 from interactive.capture import CaptureReport, save_inputs
 from interactive.configure import TaskRef
-from interactive.control import ControlServer
 from interactive.errors import ResumeConflict
 from interactive.ide import Ide, start_ide
 from interactive.loop import LoopThread
-from interactive.ports import bind_free, free_port
+from interactive.ports import bind_free, free_port, url_of
 from interactive.settings import Settings, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
 from interactive.workspace import Snapshot
+
+if TYPE_CHECKING:
+    from interactive.control import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +113,13 @@ class Session:
         """Capture, configure, serve and record; returns once the session waits."""
         started = time.perf_counter()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._loop = LoopThread()
         bind = self.settings.bind
         control_sock = bind_free(bind, self.settings.control_port, "control_port")
+        self.endpoints.control_url = url_of(control_sock)
         ide_port = free_port(bind, self.settings.port, "port") if self.settings.ide != "none" else 0
-        self._control = ControlServer(self, self.token, control_sock)
-        self.endpoints.control_url = self._control.url
+        self._loop = LoopThread()
+        # code-server takes the longest: start it first, set up the rest while it boots.
+        launching = threading.Event()
         ide_future = self._loop.submit(
             start_ide(
                 self.settings,
@@ -123,18 +127,22 @@ class Session:
                 home=self.home,
                 port=ide_port,
                 password=self.password,
-                control_url=self._control.url,
+                control_url=self.endpoints.control_url,
                 token=self.token,
                 note=self.state.note,
+                launching=launching,
             )
         )
+        launching.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+        from interactive.control import ControlServer  # aiohttp: imported while the IDE boots
+
+        self._control = ControlServer(self, self.token, control_sock)
         self._loop.call(self._control.start())
         self.capture = save_inputs(self.task.name, fn, args, kwargs, self.home)
         for name in self.capture.failed:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
             )
-        self.snapshot = Snapshot.take(self.workspace)
         debug_port = free_port(bind, self.settings.debug_port, "debug_port")
         self.endpoints.debug = postmortem.listen(bind, debug_port)
         configure.write_configurations(
@@ -142,8 +150,9 @@ class Session:
             self.task,
             home=self.home,
             debug=self.endpoints.debug,
-            control={"control_url": self._control.url, "token": self.token},
+            control={"control_url": self.endpoints.control_url, "token": self.token},
         )
+        self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
         self.endpoints.code_server_url = self.ide.url if self.ide else None
         if self.ide is not None:

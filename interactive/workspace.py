@@ -33,6 +33,8 @@ SKIP_DIRS = frozenset(
         ".podcode",
     }
 )
+SKIP_PATHS = frozenset({".vscode/podcode-session.json", ".vscode/podcode"})
+"""What podcode writes into the workspace (secrets, generated scripts) is not an edit."""
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_TOTAL = 32 * 1024 * 1024
 
@@ -43,8 +45,13 @@ def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_resu
     """Relative paths and stats of the files under ``root``, skipping tool folders."""
     count = 0
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        base = os.path.relpath(folder, root)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and _rel(base, d) not in SKIP_PATHS
+        )
         for name in sorted(files):
+            if _rel(base, name) in SKIP_PATHS:
+                continue
             path = os.path.join(folder, name)
             try:
                 stat = os.stat(path)
@@ -57,6 +64,10 @@ def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_resu
                 )
                 return
             yield os.path.relpath(path, root), stat
+
+
+def _rel(base: str, name: str) -> str:
+    return name if base == "." else f"{base}/{name}".replace(os.sep, "/")
 
 
 def _read_text(path: Path) -> str | None:

@@ -18,14 +18,6 @@ TIMEOUT_SECONDS = 60.0
 _SCHEMES = ("http", "https", "file")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_url(url: str, setting: str) -> None:
     """Refuse anything but http(s):// and file:// URLs, naming the setting."""
     scheme = urllib.parse.urlsplit(url).scheme

@@ -24,7 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from server_bootstrap.download import download, redact_url, sha256_of
+from server_bootstrap.digest import sha256_of
 from server_bootstrap.errors import ExtensionError, InstallError
 from server_bootstrap.vsix import Manifest, pack, read_manifest, unpack
 
@@ -176,12 +176,12 @@ def _install_url(spec: str, extensions_dir: Path) -> Path:
     match = _URL_SHA.match(fragment)
     if not match:
         raise ExtensionError(
-            f"extension URL {redact_url(url)!r} needs its checksum: append #sha256=<64 hex digits>"
+            f"extension URL {_redact(url)!r} needs its checksum: append #sha256=<64 hex digits>"
         )
     with tempfile.TemporaryDirectory(dir=extensions_dir, prefix=".download-") as tmp:
         vsix = Path(tmp) / "extension.vsix"
         try:
-            download(url, vsix, sha256=match.group(1), setting="extension URL",
+            _download(url, vsix, sha256=match.group(1), setting="extension URL",
                      sha_setting="#sha256= in the extension URL")
         except InstallError as exc:
             raise ExtensionError(str(exc)) from exc
@@ -228,3 +228,15 @@ def list_extensions(binary: Path, extensions_dir: Path) -> list[str]:
     if done.returncode != 0:
         raise ExtensionError(f"code-server --list-extensions failed: {done.stderr.strip()}")
     return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def _redact(url: str) -> str:
+    from server_bootstrap.download import redact_url  # the HTTP stack only when a URL is used
+
+    return redact_url(url)
+
+
+def _download(url: str, target: Path, **options: Any) -> Any:
+    from server_bootstrap.download import download
+
+    return download(url, target, **options)

@@ -16,11 +16,10 @@ import os
 import re
 import secrets
 import time
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-
-import aiohttp
 
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
@@ -59,6 +58,29 @@ def url_host(bind: str) -> str:
     if address.is_unspecified:
         return "127.0.0.1" if address.version == 4 else "[::1]"
     return f"[{bind}]" if address.version == 6 else bind
+
+
+async def healthz_ok(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``{url}healthz`` answers 200. A bare HTTP/1.1 request on asyncio streams: the
+    probe runs while a session starts, and importing an HTTP client would delay the launch."""
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        request = f"GET /healthz HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
+        writer.write(request.encode())
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), timeout)
+        return status.split()[1:2] == [b"200"]
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
 
 def command_line(
@@ -245,18 +267,15 @@ class CodeServer:
     async def _wait_healthy(self, deadline: float) -> None:
         assert self._proc is not None
         probe = f"{self.url}healthz"
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as client:
-            while True:
-                with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
-                    async with client.get(probe) as response:
-                        if response.status == 200:
-                            return
-                code = self._proc.returncode
-                if code is not None:
-                    raise CodeServerStartError(self._failure(f"exited with {code}"))
-                if time.monotonic() > deadline:
-                    raise CodeServerStartError(self._failure(f"{probe} did not answer in time"))
-                await asyncio.sleep(0.05)
+        while True:
+            if await healthz_ok(self.url):
+                return
+            code = self._proc.returncode
+            if code is not None:
+                raise CodeServerStartError(self._failure(f"exited with {code}"))
+            if time.monotonic() > deadline:
+                raise CodeServerStartError(self._failure(f"{probe} did not answer in time"))
+            await asyncio.sleep(0.02)
 
     def _failure(self, what: str) -> str:
         output = "\n".join(self._tail) or "(no output)"

@@ -11,7 +11,6 @@ from pathlib import Path
 from server_bootstrap.cache import installed
 from server_bootstrap.config import CodeServerConfig
 from server_bootstrap.errors import CodeServerNotFound, InstallError
-from server_bootstrap.install import install as install_code_server
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,9 @@ def ensure_code_server(
             + WAYS.format(cache=config.cache)
         )
     try:
-        return install_code_server(config, environ=environ)
+        from server_bootstrap import install as installer  # only when needed
+
+        return installer.install(config, environ=environ)
     except InstallError as exc:
         raise CodeServerNotFound(
             f"code-server is not installed, and installing it failed: {exc}\n"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import json
 import posixpath
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from xml.sax.saxutils import escape, quoteattr
 
 from server_bootstrap.errors import ExtensionError
 
@@ -86,10 +86,10 @@ def pack(source: Traversable, dest: Path) -> Path:
     package = json.loads(source.joinpath("package.json").read_text(encoding="utf-8"))
     manifest = manifest_of(package, str(source))
     xml = MANIFEST.format(
-        name=quoteattr(manifest.name), version=quoteattr(manifest.version),
-        publisher=quoteattr(manifest.publisher),
-        display=escape(str(package.get("displayName", manifest.name))),
-        description=escape(str(package.get("description", ""))),
+        name=_quoteattr(manifest.name), version=_quoteattr(manifest.version),
+        publisher=_quoteattr(manifest.publisher),
+        display=html.escape(str(package.get("displayName", manifest.name)), quote=False),
+        description=html.escape(str(package.get("description", "")), quote=False),
     )
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f".{dest.name}.partial")
@@ -135,3 +135,8 @@ def unpack(vsix: Path, target: Path) -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(info) as src:
                 out.write_bytes(src.read())
+
+
+def _quoteattr(value: str) -> str:
+    """An XML attribute value with its quotes (html.escape: xml.sax pulls in the HTTP stack)."""
+    return f'"{html.escape(value, quote=True)}"'

@@ -20,7 +20,8 @@ from server_bootstrap import install as install_cli
 from server_bootstrap.archive import safe_extract, unsafe_reason
 from server_bootstrap.cache import MARKER, install_name, installed
 from server_bootstrap.config import CodeServerConfig, default_cache, machine_arch
-from server_bootstrap.download import redact_url, sha256_of
+from server_bootstrap.digest import sha256_of
+from server_bootstrap.download import redact_url
 from server_bootstrap.errors import (
     ChecksumMismatch,
     CodeServerNotFound,

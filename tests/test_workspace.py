@@ -41,3 +41,12 @@ def test_walk_is_bounded(tmp_path: Path) -> None:
     for index in range(30):
         (tmp_path / f"f{index:02}.txt").write_text("x")
     assert len(Snapshot.take(tmp_path, max_files=10).stamps) == 10
+
+
+def test_podcode_files_are_not_edits(tmp_path: Path) -> None:
+    snapshot = Snapshot.take(tmp_path)
+    (tmp_path / ".vscode" / "podcode").mkdir(parents=True)
+    (tmp_path / ".vscode" / "podcode" / "rerun_t.py").write_text("x")
+    (tmp_path / ".vscode" / "podcode-session.json").write_text('{"token": "secret"}')
+    (tmp_path / ".vscode" / "launch.json").write_text("{}")
+    assert snapshot.changed() == [".vscode/launch.json"]
