@@ -43,64 +43,40 @@ async def start_ide(
     the ways to provide code-server, is logged and shown in the status notes.
     ``launching`` is set once code-server is about to be spawned (or will not be).
     """
+    launching = launching or threading.Event()
     try:
-        return await _start(
-            settings,
-            workspace,
-            home,
-            port,
-            password,
-            control_url,
-            token,
-            note,
-            launching or threading.Event(),
-        )
-    finally:
-        if launching is not None:
+        if settings.ide == "none":
+            return None
+        from server_bootstrap.config import CodeServerConfig
+        from server_bootstrap.errors import BootstrapError
+        from server_bootstrap.launch import CodeServer
+        from server_bootstrap.locate import ensure_code_server
+
+        loop = asyncio.get_running_loop()
+        try:
+            config = CodeServerConfig.from_environ()
+            binary = await loop.run_in_executor(None, ensure_code_server, config)
+            server = CodeServer(
+                binary,
+                workspace=workspace,
+                bind=settings.bind,
+                port=port,
+                data_dir=home / "code-server",
+                password=password,
+                env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
+                extensions=list(settings.extensions),
+                companion=True,
+            )
             launching.set()
-
-
-async def _start(
-    settings: Settings,
-    workspace: Path,
-    home: Path,
-    port: int,
-    password: str | None,
-    control_url: str,
-    token: str,
-    note: Callable[[str], None],
-    launching: threading.Event,
-) -> Ide | None:
-    if settings.ide == "none":
-        return None
-    from server_bootstrap.config import CodeServerConfig
-    from server_bootstrap.errors import BootstrapError
-    from server_bootstrap.launch import CodeServer
-    from server_bootstrap.locate import ensure_code_server
-
-    loop = asyncio.get_running_loop()
-    try:
-        config = CodeServerConfig.from_environ()
-        binary = await loop.run_in_executor(None, ensure_code_server, config)
-        server = CodeServer(
-            binary,
-            workspace=workspace,
-            bind=settings.bind,
-            port=port,
-            data_dir=home / "code-server",
-            password=password,
-            env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
-            extensions=list(settings.extensions),
-            companion=True,
-        )
+            await server.start()
+        except BootstrapError as exc:
+            message = (
+                f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
+            )
+            log.error("%s", message)
+            note(message)
+            return None
+        log.info("code-server serves %s at %s", workspace, server.url)
+        return server
+    finally:
         launching.set()
-        await server.start()
-    except BootstrapError as exc:
-        message = (
-            f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
-        )
-        log.error("%s", message)
-        note(message)
-        return None
-    log.info("code-server serves %s at %s", workspace, server.url)
-    return server

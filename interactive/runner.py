@@ -6,8 +6,9 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interactive import preempt
 from interactive.capture import load_inputs
@@ -18,9 +19,23 @@ from interactive.settings import Settings
 from interactive.types import ExcInfo
 from interactive.warmup import warm_up
 
+if TYPE_CHECKING:
+    from interactive.session import Session
+
 log = logging.getLogger(__name__)
 
 NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a decorated task."""
+
+    fn: Callable[..., Any]
+    ref: TaskRef
+    settings: Settings
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
 
 def run_task(
@@ -37,59 +52,49 @@ def run_task(
         if not preempt.installed() and threading.current_thread() is threading.main_thread():
             preempt.install()
             warm_up()
+        call = Call(fn, ref, settings, args, kwargs)
         if settings.cache:
-            return _cached(fn, ref, settings, args, kwargs)
-        result = _attempt(fn, ref, settings, args, kwargs)
+            return _cached(call)
+        result = _attempt(call)
         if not preempt.check_alive():
-            _leave_if_preempted(ref, settings)
+            _leave_if_preempted(call)
         return result
     finally:
         current_task.reset(token)
 
 
-def _cached(
-    fn: Callable[..., Any],
-    ref: TaskRef,
-    settings: Settings,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Any:
+def _cached(call: Call) -> Any:
     from interactive.cache import TaskCache
     from interactive.store import open_store
 
     cache = TaskCache(open_store())
-    key = cache.key(ref.name, settings.cache_version, args, kwargs, func=fn)
+    version = call.settings.cache_version
+    key = cache.key(call.ref.name, version, call.args, call.kwargs, func=call.fn)
     hit, value = cache.get(key)
     if hit:
-        log.info("%s: cached output reused (cache_version %s)", ref.name, settings.cache_version)
+        log.info("%s: cached output reused (cache_version %s)", call.ref.name, version)
         return value
-    result = _attempt(fn, ref, settings, args, kwargs)
-    _leave_if_preempted(ref, settings)
+    result = _attempt(call)
+    _leave_if_preempted(call)
     cache.put(key, result)
     return result
 
 
-def _attempt(
-    fn: Callable[..., Any],
-    ref: TaskRef,
-    settings: Settings,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Any:
-    if settings.mode == "startup":
-        return debug_session(fn, ref, settings, args, kwargs, None)
+def _attempt(call: Call) -> Any:
+    if call.settings.mode == "startup":
+        return debug_session(call, None)
     try:
-        if settings.retries:
+        if call.settings.retries:
             from interactive.retry import call_with_retries
 
-            return call_with_retries(fn, args, kwargs, settings.retries)
-        return fn(*args, **kwargs)
+            return call_with_retries(call.fn, call.args, call.kwargs, call.settings.retries)
+        return call.fn(*call.args, **call.kwargs)
     except NEVER_DEBUGGED:
         raise
     except BaseException:
         excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
-    _leave_if_preempted(ref, settings)  # the pod is going: no session, checkpoint and go
-    return debug_session(fn, ref, settings, args, kwargs, excinfo)
+    _leave_if_preempted(call)  # the pod is going: no session, checkpoint and go
+    return debug_session(call, excinfo)
 
 
 def _sync_checkpoints(ref: TaskRef) -> None:
@@ -101,18 +106,16 @@ def _sync_checkpoints(ref: TaskRef) -> None:
         log.exception("checkpoints of %s could not be synced to the store", ref.name)
 
 
-def _leave_if_preempted(
-    ref: TaskRef, settings: Settings, edits: Callable[[], object] | None = None
-) -> None:
+def _leave_if_preempted(call: Call, edits: Callable[[], object] | None = None) -> None:
     """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
 
     def save() -> None:
         if edits is not None:
             edits()
-        _sync_checkpoints(ref)
+        _sync_checkpoints(call.ref)
 
-    hooks = [settings.on_preempt] if settings.on_preempt is not None else []
-    preempt.exit_if_terminated(hooks, settings.preempt_grace_seconds, after=save)
+    hooks = [call.settings.on_preempt] if call.settings.on_preempt is not None else []
+    preempt.exit_if_terminated(hooks, call.settings.preempt_grace_seconds, after=save)
 
 
 def workspace_for(ref: TaskRef, settings: Settings) -> Path:
@@ -123,32 +126,22 @@ def workspace_for(ref: TaskRef, settings: Settings) -> Path:
     return Path.cwd()
 
 
-def _inputs(
-    ref: TaskRef, session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Pristine inputs from the capture (the failed call may have mutated its own)."""
     if session.capture is not None and not session.capture.failed:
         try:
-            return load_inputs(ref.name, session.home)
+            return load_inputs(call.ref.name, session.home)
         except InputsError:
             log.exception("captured inputs unreadable; resuming with the objects in memory")
-    return args, kwargs
+    return call.args, call.kwargs
 
 
-def debug_session(
-    fn: Callable[..., Any],
-    ref: TaskRef,
-    settings: Settings,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    excinfo: ExcInfo | None,
-) -> Any:
+def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
-    from interactive.resume import changed_modules, find_task, reload_modules
     from interactive.session import Command, Session
-    from interactive.workspace import Snapshot
 
-    session = Session(ref, settings, workspace_for(ref, settings))
+    ref = call.ref
+    session = Session(ref, call.settings, workspace_for(ref, call.settings))
     if excinfo is not None:
         log.error(
             "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
@@ -156,45 +149,50 @@ def debug_session(
     unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
     final = "failed"
     try:
-        session.open(excinfo, fn, args, kwargs)
+        session.open(excinfo, call.fn, call.args, call.kwargs)
         _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
-        base = session.snapshot
         while True:
             command = session.wait()
             if command.kind == "abort":
                 _raise_original(excinfo, ref)
             if command.kind == "reaped":
+                cause = excinfo[1] if excinfo else None
                 raise Reaped(
                     f"{ref.name}: session cleaned up after being idle", command.detail
-                ) from (excinfo[1] if excinfo else None)
+                ) from cause
             if command.kind == "preempted":
-                _leave_if_preempted(ref, settings, session.save_edits)
-            assert base is not None
-            changed = [session.workspace / rel for rel in base.changed()]
-            base = Snapshot.take(session.workspace)
-            call_args, call_kwargs = _inputs(ref, session, args, kwargs)
-            session.running()
-            try:
-                reload_modules(changed_modules(changed, ref.module, session.workspace))
-                task = find_task(ref, fn)
-                print(
-                    f"podcode: resuming {ref.name} (attempt {session.state.attempt + 1})",
-                    flush=True,
-                )
-                result = task(*call_args, **call_kwargs)
-            except NEVER_DEBUGGED:
-                raise
-            except BaseException:
-                excinfo = sys.exc_info()  # type: ignore[assignment]
-                assert excinfo is not None
-                log.error("%s failed again (%s); the session stays open", ref.name, excinfo[1])
-                session.reopen(excinfo)
-                continue
-            final = "done"
-            return result
+                _leave_if_preempted(call, session.save_edits)
+            done, value = _resume(call, session)
+            if done:
+                final = "done"
+                return value
+            excinfo = value
+            session.reopen(value)
     finally:
         unregister()
         session.close(final)
+
+
+def _resume(call: Call, session: Session) -> tuple[bool, Any]:
+    """Reload what changed, run the task again: (True, result) or (False, new excinfo)."""
+    from interactive.resume import changed_modules, find_task, reload_modules
+
+    changed = [session.workspace / rel for rel in session.reload_base().changed()]
+    args, kwargs = _inputs(call, session)
+    session.running()
+    try:
+        reload_modules(changed_modules(changed, call.ref.module, session.workspace))
+        task = find_task(call.ref, call.fn)
+        print(
+            f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1})", flush=True
+        )
+        return True, task(*args, **kwargs)
+    except NEVER_DEBUGGED:
+        raise
+    except BaseException:
+        excinfo = sys.exc_info()
+        log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
+        return False, excinfo
 
 
 def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> None:

@@ -90,6 +90,7 @@ class Session:
         self._loop: LoopThread | None = None
         self._control: ControlServer | None = None
         self._postmortem = postmortem.PostMortem()
+        self._reload_base: Snapshot | None = None
 
     # -- the API's controls (called on the loop thread) -------------------------------
     def resume(self) -> None:
@@ -248,6 +249,14 @@ class Session:
         except Exception:
             log.exception("could not save the edits of %s", self.task.name)
             return None
+
+    def reload_base(self) -> Snapshot:
+        """The workspace as of the last reload (at first: as the session opened); re-stamped
+        now, so that the next resume reloads only what changes after this one."""
+        base = self._reload_base or self.snapshot
+        assert base is not None, "the session is not open"
+        self._reload_base = Snapshot.take(self.workspace)
+        return base
 
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""

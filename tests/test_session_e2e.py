@@ -159,3 +159,15 @@ def test_ports_in_use_move_to_the_next_free_port(job: Job) -> None:
         assert f"control_port {port} on 127.0.0.1 is in use" in job.output()
     finally:
         busy.close()
+
+
+def test_no_code_server_keeps_the_session_without_ide(job: Job, tmp_path) -> None:
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", JOB.replace('ide="none", ', ""))
+    missing = tmp_path / "no-such-code-server"
+    record = job.start(env={"PODCODE_CODE_SERVER_PATH": str(missing)}).wait_state("waiting")
+    assert record["code_server_url"] is None and record["password"] is None
+    notes = job.api("GET", "/api/status")[1]["notes"]
+    assert any("no IDE for this session" in note and str(missing) in note for note in notes)
+    assert job.api("POST", "/api/abort")[0] == 202
+    assert job.wait_exit() == 1
