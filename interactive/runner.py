@@ -17,7 +17,7 @@ from interactive.context import current_task
 from interactive.errors import InputsError, Reaped
 from interactive.settings import Settings
 from interactive.types import ExcInfo
-from interactive.warmup import warm_up
+from interactive.warmup import settle, warm_up
 
 if TYPE_CHECKING:
     from interactive.session import Session
@@ -138,6 +138,7 @@ def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, An
 
 def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
+    settle()
     from interactive.session import Command, Session
 
     ref = call.ref

@@ -25,6 +25,7 @@ MODULES = (
     "server_bootstrap.extensions",
 )
 _started = threading.Event()
+_thread: threading.Thread | None = None
 
 
 def _import_all() -> None:
@@ -38,7 +39,16 @@ def _import_all() -> None:
 
 def warm_up() -> None:
     """Start the background imports (idempotent, cheap after the first call)."""
+    global _thread
     if _started.is_set():
         return
     _started.set()
-    threading.Thread(target=_import_all, name="podcode-warmup", daemon=True).start()
+    _thread = threading.Thread(target=_import_all, name="podcode-warmup", daemon=True)
+    _thread.start()
+
+
+def settle(timeout: float = 30.0) -> None:
+    """Wait for the background imports before importing the same modules here: two
+    threads importing one package at once can see each other's half-initialised modules."""
+    if _thread is not None and _thread is not threading.current_thread():
+        _thread.join(timeout)
