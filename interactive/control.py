@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from interactive.errors import ResumeConflict
+from interactive.ports import url_of
 from interactive.state import SessionState
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,7 @@ class ControlServer:
             build_app(controls, token), handle_signals=False, access_log=None
         )
         self._sock = sock
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
+        self.url = url_of(sock)
 
     async def start(self) -> None:
         await self._runner.setup()

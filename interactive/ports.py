@@ -50,3 +50,9 @@ def free_port(host: str, port: int, setting: str) -> int:
     """A port that was free a moment ago, for servers that bind it themselves."""
     with bind_free(host, port, setting) as sock:
         return int(sock.getsockname()[1])
+
+
+def url_of(sock: socket.socket) -> str:
+    """``http://host:port`` of a bound socket."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
