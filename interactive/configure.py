@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,26 @@ class TaskRef:
     module: str
     qualname: str
     source: str | None
+
+
+@dataclass(frozen=True)
+class RankEndpoint:
+    """Where one local rank's debugger listens (an attach configuration each)."""
+
+    local_rank: int
+    host: str
+    port: int
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Ranks of one pod write the same launch.json: one at a time."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _read_json(path: Path) -> Any:
@@ -54,11 +77,34 @@ def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
 
 
 def write_configurations(
-    workspace: Path, task: TaskRef, *, home: Path, debug: tuple[str, int], control: dict[str, str]
+    workspace: Path,
+    task: TaskRef,
+    *,
+    home: Path,
+    debug: tuple[str, int],
+    control: dict[str, str],
+    ranks: Sequence[RankEndpoint] = (),
 ) -> Path:
-    """Render launch.json, settings.json, the re-run script and the companion's session file."""
+    """Render launch.json, settings.json, the re-run script and the companion's session file.
+
+    With ``ranks`` (a distributed task), one attach configuration per local rank and a
+    compound that attaches to all of them replace the single attach configuration.
+    """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
+    with _locked(folder / "podcode"):
+        return _write(folder, workspace, task, home, debug, control, ranks)
+
+
+def _write(
+    folder: Path,
+    workspace: Path,
+    task: TaskRef,
+    home: Path,
+    debug: tuple[str, int],
+    control: dict[str, str],
+    ranks: Sequence[RankEndpoint],
+) -> Path:
     script = folder / "podcode" / f"rerun_{task_slug(task.name)}.py"
     script.write_text(
         vscode.rerun_script(
@@ -78,6 +124,7 @@ def write_configurations(
         rerun_script=str(script),
         python=sys.executable,
         home=str(home),
+        ranks=[asdict(rank) for rank in ranks],
     )
     launch = folder / "launch.json"
     write_json(launch, vscode.merge_launch(_read_json(launch), ours))

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from interactive.errors import ResumeConflict
+from interactive.peers import PEER_HEADER
 from interactive.ports import url_of
 from interactive.state import SessionState
 
@@ -29,11 +30,13 @@ class Controls(Protocol):
 
     state: SessionState
 
-    def resume(self) -> None: ...  # raises ResumeConflict when not waiting
+    def resume(self, peer: bool = False) -> None: ...  # ResumeConflict when not waiting
 
-    def abort(self) -> None: ...
+    def abort(self, peer: bool = False) -> None: ...
 
     def keepalive(self, seconds: float) -> float | None: ...  # the new reap_at
+
+    def peer_status(self) -> dict[str, Any]: ...  # the other ranks of the pod, if any
 
 
 def _authorized(request: web.Request, token: str) -> bool:
@@ -59,6 +62,11 @@ def _auth_middleware(token: str, state: SessionState) -> Any:
     return middleware
 
 
+def _from_peer(request: web.Request) -> bool:
+    """Forwarded by another rank of the pod: do not forward it again."""
+    return request.headers.get(PEER_HEADER) == "1"
+
+
 async def _json_body(request: web.Request) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
@@ -82,11 +90,11 @@ def build_app(controls: Controls, token: str) -> web.Application:
         return web.json_response({"ok": True})
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response(state.status())
+        return web.json_response({**state.status(), **controls.peer_status()})
 
     async def resume(request: web.Request) -> web.Response:
         try:
-            controls.resume()
+            controls.resume(peer=_from_peer(request))
         except ResumeConflict as exc:
             return web.json_response({"error": str(exc), "state": state.state}, status=409)
         return web.json_response({"state": "resuming"}, status=202)
@@ -111,7 +119,7 @@ def build_app(controls: Controls, token: str) -> web.Application:
         return web.json_response({"ok": True})
 
     async def abort(request: web.Request) -> web.Response:
-        controls.abort()
+        controls.abort(peer=_from_peer(request))
         return web.json_response({"state": state.state}, status=202)
 
     app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)

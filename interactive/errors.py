@@ -18,6 +18,10 @@ class SettingError(PodcodeError, ValueError):
         super().__init__(f"podcode setting {name!r} (or {env}) = {value!r}: {reason}")
 
 
+class RankError(PodcodeError, ValueError):
+    """The launcher's rank variables (``RANK``, ``OMPI_COMM_WORLD_*``...) do not add up."""
+
+
 class InputsError(PodcodeError):
     """Captured inputs are missing, incomplete or unreadable."""
 

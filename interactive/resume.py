@@ -3,12 +3,14 @@
 Modules whose source file changed since the session opened are re-executed in
 their own namespace (like :func:`importlib.reload`); the task's own module goes
 last so that it picks up edited helpers. A task defined in the script run as
-``__main__`` is handled the same way, with ``__name__`` set aside so that the
-script's ``if __name__ == "__main__":`` block does not run again.
+``__main__`` is handled the same way, without its top-level
+``if __name__ == "__main__":`` blocks, so that the workflow does not start again
+while everything else (and ``__name__``) is as in the first run.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import logging
 import sys
@@ -77,16 +79,30 @@ def changed_modules(
     return sorted(found, key=lambda module: module.__name__ == task_module)
 
 
+def _is_main_guard(node: ast.stmt) -> bool:
+    """``if __name__ == "__main__":`` (either way round)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s.id for s in sides if isinstance(s, ast.Name)]
+    texts = [s.value for s in sides if isinstance(s, ast.Constant)]
+    return names == ["__name__"] and texts == ["__main__"]
+
+
 def _reexec_main(module: types.ModuleType) -> None:
+    """Run the edited script again in its namespace, minus its ``__main__`` blocks.
+
+    Frameworks that look functions up by module (flytekit does) see the same
+    ``__main__`` as in the first run."""
     path = _module_file(module)
     assert path is not None
-    code = compile(path.read_bytes(), str(path), "exec")
-    namespace = module.__dict__
-    namespace["__name__"] = "__podcode_reload__"
-    try:
-        exec(code, namespace)  # noqa: S102 - the engineer's own edited script
-    finally:
-        namespace["__name__"] = "__main__"
+    tree = ast.parse(path.read_bytes(), str(path))
+    tree.body = [node for node in tree.body if not _is_main_guard(node)]
+    code = compile(tree, str(path), "exec")
+    exec(code, module.__dict__)  # noqa: S102 - the engineer's own edited script
 
 
 def reload_modules(modules: Iterable[types.ModuleType]) -> list[str]:
@@ -114,5 +130,18 @@ def find_task(task: TaskRef, fallback: Callable[..., Any]) -> Callable[..., Any]
     if target is None or not callable(target):
         log.warning("%s is gone from its module after the edit; the old code runs", task.name)
         return fallback
-    raw: Callable[..., Any] = getattr(target, RAW_ATTRIBUTE, target)
-    return raw
+    raw = _undecorated(target)
+    return raw if raw is not None else target  # @vscode removed in the edit: call it plainly
+
+
+def _undecorated(target: Any, depth: int = 8) -> Callable[..., Any] | None:
+    """The function under ``@vscode``, through decorators stacked on top of it
+    (``functools.wraps`` ones, and flytekit's ``@task``, which keeps it as ``task_function``)."""
+    for _ in range(depth):
+        raw = getattr(target, RAW_ATTRIBUTE, None)
+        if raw is not None:
+            return raw  # type: ignore[no-any-return]
+        target = getattr(target, "__wrapped__", None) or getattr(target, "task_function", None)
+        if target is None:
+            return None
+    return None

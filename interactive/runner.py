@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from interactive import preempt
+from interactive import collective, preempt
 from interactive.capture import load_inputs
 from interactive.configure import TaskRef
 from interactive.context import current_task
 from interactive.errors import InputsError, Reaped
-from interactive.settings import Settings
+from interactive.settings import Settings, podcode_home
 from interactive.types import ExcInfo
 from interactive.warmup import settle, warm_up
 
@@ -52,6 +52,7 @@ def run_task(
         if not preempt.installed() and threading.current_thread() is threading.main_thread():
             preempt.install()
             warm_up()
+            _join_pod()
         call = Call(fn, ref, settings, args, kwargs)
         if settings.cache:
             return _cached(call)
@@ -61,6 +62,22 @@ def run_task(
         return result
     finally:
         current_task.reset(token)
+
+
+def _join_pod() -> None:
+    """A rank of a distributed job tells the pod's other ranks it runs (once)."""
+    from interactive import peers, ranks
+
+    try:
+        info = ranks.detect()
+    except Exception as exc:  # the launcher's variables, not the user's: say it, go on
+        log.warning("cannot tell this process's rank (%s); it is treated as a single one", exc)
+        return
+    if info.distributed:
+        try:
+            peers.join(podcode_home(), info)
+        except OSError:
+            log.exception("%s: cannot record this rank for its peers", info.label)
 
 
 def _cached(call: Call) -> Any:
@@ -147,6 +164,8 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
         log.error(
             "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
         )
+    if excinfo is not None:
+        collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
     unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
     final = "failed"
     try:
@@ -168,6 +187,7 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
                 final = "done"
                 return value
             excinfo = value
+            collective.abort_group()
             session.reopen(value)
     finally:
         unregister()
@@ -184,6 +204,7 @@ def _resume(call: Call, session: Session) -> tuple[bool, Any]:
     try:
         reload_modules(changed_modules(changed, call.ref.module, session.workspace))
         task = find_task(call.ref, call.fn)
+        collective.reform_group()  # with the other ranks, which resume too
         print(
             f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1})", flush=True
         )

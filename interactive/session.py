@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
 import secrets
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +25,8 @@ from interactive.configure import TaskRef
 from interactive.errors import ResumeConflict
 from interactive.ide import Ide, start_ide
 from interactive.loop import LoopThread
+from interactive.peers import Peers, PeerSampler, process_identity, rank_home, set_in_session
+from interactive.peers import current as current_peers
 from interactive.ports import bind_free, free_port, url_of
 from interactive.settings import Settings, podcode_home
 from interactive.state import SessionState
@@ -76,8 +77,18 @@ class Session:
     snapshot: Snapshot | None = None
     pod: Any = None
     ide: Ide | None = None
+    peers: Peers | None = field(default_factory=current_peers)
+    """The other ranks of this pod (None: a single process)."""
 
     def __post_init__(self) -> None:
+        self.base_home = self.home
+        self.local_rank = 0
+        if self.peers is not None:
+            self.home = rank_home(self.home, self.peers.info)
+            self.local_rank = self.peers.info.local_rank
+        self.leader = True
+        """Serves the pod's IDE, marks the pod, emails and deletes it (the first rank to
+        open a session; always true for a single process)."""
         self.state = SessionState(
             self.task.name,
             clock=self.clock,
@@ -93,14 +104,27 @@ class Session:
         self._reload_base: Snapshot | None = None
 
     # -- the API's controls (called on the loop thread) -------------------------------
-    def resume(self) -> None:
+    def resume(self, peer: bool = False) -> None:
+        """Resume this rank and (unless a peer asked) every other local rank in a session."""
         if self.state.state not in ("waiting", "warned"):
             raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
         self.state.set(state="resuming", reap_at=None)
         self.commands.put(Command("resume"))
+        self._tell_peers("resume", peer)
 
-    def abort(self) -> None:
+    def abort(self, peer: bool = False) -> None:
         self.commands.put(Command("abort"))
+        self._tell_peers("abort", peer)
+
+    def _tell_peers(self, command: str, peer: bool) -> None:
+        if self.peers is not None and not peer:
+            asyncio.get_running_loop().run_in_executor(None, self.peers.forward, command)
+
+    def peer_status(self) -> dict[str, Any]:
+        """The rank part of ``GET /api/status`` (empty for a single process)."""
+        if self.peers is None:
+            return {}
+        return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status()}
 
     def keepalive(self, seconds: float) -> float | None:
         from interactive.monitor import keepalive
@@ -114,16 +138,19 @@ class Session:
         """Capture, configure, serve and record; returns once the session waits."""
         started = time.perf_counter()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        set_in_session(True)
+        self.leader = self.peers is None or self.peers.try_lead()
         bind = self.settings.bind
-        control_sock = bind_free(bind, self.settings.control_port, "control_port")
+        control_sock = bind_free(bind, self._offset(self.settings.control_port), "control_port")
         self.endpoints.control_url = url_of(control_sock)
-        ide_port = free_port(bind, self.settings.port, "port") if self.settings.ide != "none" else 0
+        serve_ide = self.settings.ide != "none" and self.leader
+        ide_port = free_port(bind, self.settings.port, "port") if serve_ide else 0
         self._loop = LoopThread()
         # code-server takes the longest: start it first, set up the rest while it boots.
         launching = threading.Event()
         ide_future = self._loop.submit(
             start_ide(
-                self.settings,
+                self.settings if serve_ide else replace(self.settings, ide="none"),
                 workspace=self.workspace,
                 home=self.home,
                 port=ide_port,
@@ -144,7 +171,7 @@ class Session:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
             )
-        debug_port = free_port(bind, self.settings.debug_port, "debug_port")
+        debug_port = free_port(bind, self._offset(self.settings.debug_port), "debug_port")
         self.endpoints.debug = postmortem.listen(bind, debug_port)
         configure.write_configurations(
             self.workspace,
@@ -152,6 +179,7 @@ class Session:
             home=self.home,
             debug=self.endpoints.debug,
             control={"control_url": self.endpoints.control_url, "token": self.token},
+            ranks=self._rank_endpoints(),
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
@@ -169,6 +197,30 @@ class Session:
             f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
         )
 
+    def _offset(self, port: int) -> int:
+        """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""
+        return port + self.local_rank if port else 0
+
+    def _rank_endpoints(self) -> list[configure.RankEndpoint]:
+        """Where each local rank's debugger listens: its record's port, else the expected one."""
+        if self.peers is None:
+            return []
+        known = {p.local_rank: p for p in self.peers.others() if p.alive}
+        info = self.peers.info
+        endpoints = []
+        for local in range(info.local_world_size):
+            if local == self.local_rank:
+                host, port = self.endpoints.debug
+            elif local in known and isinstance(known[local].record.get("debug"), dict):
+                debug = known[local].record["debug"]
+                host, port = str(debug["host"]), int(debug["port"])
+            elif self.settings.debug_port:
+                host, port = self.settings.bind, self.settings.debug_port + local
+            else:
+                continue
+            endpoints.append(configure.RankEndpoint(local, host, port))
+        return endpoints
+
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
         self.state.set(state="waiting", error=error, attempt=self.state.attempt + 1, reap_at=None)
@@ -182,7 +234,8 @@ class Session:
         from interactive.monitor import default_deps, run_monitor
 
         loop = asyncio.get_running_loop()
-        self.pod = await loop.run_in_executor(None, PodClient.discover)
+        if self.leader:  # one rank speaks for the pod
+            self.pod = await loop.run_in_executor(None, PodClient.discover)
         if self.pod is not None:
             ports = {
                 "code_server": _port(self.endpoints.code_server_url),
@@ -209,6 +262,13 @@ class Session:
             pod=self.pod,
             ide_pids=lambda: ide.pids() if ide is not None else [],
         )
+        if self.peers is not None:
+            deps.samplers = [
+                *deps.samplers,
+                PeerSampler(self.peers, self.state.touch, self._record),
+            ]
+            if not self.leader:  # the leader warns the owner and deletes the pod
+                deps.notifier = None
         await run_monitor(
             self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier)
         )
@@ -287,23 +347,31 @@ class Session:
     def _record(self) -> None:
         self._label()
         host, port = self.endpoints.debug
-        record.write_session(
-            self.home,
-            {
-                "state": self.state.state,
-                "task": self.task.name,
-                "error": self.state.error,
-                "attempt": self.state.attempt,
-                "workspace": str(self.workspace),
-                "control_url": self.endpoints.control_url,
-                "token": self.token,
-                "debug": {"host": host, "port": port},
-                "code_server_url": self.endpoints.code_server_url,
-                "password": self.password if self.endpoints.code_server_url else None,
-                "pid": os.getpid(),
-                "inputs": str(self.capture.folder) if self.capture else None,
-            },
-        )
+        ide_url, password = self.endpoints.code_server_url, self.password
+        if not self.leader and self.peers is not None:  # the pod's IDE is the leader's
+            lead = self.peers.leader()
+            ide_url = lead.record.get("code_server_url") if lead else None
+            password = lead.record.get("password") if lead else None
+        data = {
+            "state": self.state.state,
+            "task": self.task.name,
+            "error": self.state.error,
+            "attempt": self.state.attempt,
+            "workspace": str(self.workspace),
+            "control_url": self.endpoints.control_url,
+            "token": self.token,
+            "debug": {"host": host, "port": port},
+            "code_server_url": ide_url,
+            "password": password if ide_url else None,
+            **process_identity(),
+            "inputs": str(self.capture.folder) if self.capture else None,
+            "last_activity": self.state.last_activity,
+        }
+        if self.peers is not None:
+            data.update(rank=self.peers.info.as_dict(), leader=self.leader)
+        record.write_session(self.home, data)
+        if self.leader and self.home != self.base_home:
+            record.write_session(self.base_home, data)  # where the CLI looks first
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice."""
@@ -322,13 +390,16 @@ class Session:
         if self.pod is not None:
             self.pod.set_state(final_state)
         configure.remove_session_file(self.workspace)
-        record.write_session(
-            self.home,
-            {
-                "state": final_state,
-                "task": self.task.name,
-                "error": self.state.error,
-                "workspace": str(self.workspace),
-                "pid": os.getpid(),
-            },
-        )
+        ended = {
+            "state": final_state,
+            "task": self.task.name,
+            "error": self.state.error,
+            "workspace": str(self.workspace),
+            **process_identity(),
+        }
+        record.write_session(self.home, ended)
+        if self.peers is not None:
+            if self.leader and self.home != self.base_home:
+                record.write_session(self.base_home, ended)
+            self.peers.release()
+            set_in_session(False)

@@ -38,14 +38,17 @@ class Controls:
         self.state = SessionState(task="train.fit", state=state, error="ValueError: nan")
         self.calls: list[Any] = []
 
-    def resume(self) -> None:
+    def resume(self, peer: bool = False) -> None:
         if self.state.state != "waiting":
             raise ResumeConflict(f"the task is {self.state.state}; nothing to resume")
         self.calls.append("resume")
         self.state.set(state="resuming")
 
-    def abort(self) -> None:
+    def abort(self, peer: bool = False) -> None:
         self.calls.append("abort")
+
+    def peer_status(self) -> dict[str, Any]:
+        return {}
 
     def keepalive(self, seconds: float) -> float | None:
         self.calls.append(("keepalive", seconds))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 import pytest
 
@@ -17,13 +19,16 @@ class Controls:
         self.state = SessionState("m.task", clock=lambda: self.now)
         self.calls: list[str] = []
 
-    def resume(self) -> None:
+    def resume(self, peer: bool = False) -> None:
         if self.state.state != "waiting":
             raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
-        self.calls.append("resume")
+        self.calls.append("resume from a peer" if peer else "resume")
 
-    def abort(self) -> None:
-        self.calls.append("abort")
+    def abort(self, peer: bool = False) -> None:
+        self.calls.append("abort from a peer" if peer else "abort")
+
+    def peer_status(self) -> dict[str, Any]:
+        return {"rank": {"rank": 1, "world_size": 2}, "ranks": [{"local_rank": 0}]}
 
     def keepalive(self, seconds: float) -> float | None:
         self.calls.append(f"keepalive {seconds:g}")
@@ -90,6 +95,20 @@ async def test_resume_conflict_and_abort(api) -> None:
     async with client.post("/api/abort") as response:
         assert response.status == 202
     assert controls.calls == ["resume", "abort"]
+
+
+async def test_calls_forwarded_by_a_peer_rank_are_marked_and_status_shows_the_ranks(api) -> None:
+    controls, client, _ = api
+    controls.state.set(state="waiting")
+    peer = {"X-Podcode-Peer": "1"}
+    async with client.post("/api/resume", headers=peer) as response:
+        assert response.status == 202
+    async with client.post("/api/abort", headers=peer) as response:
+        assert response.status == 202
+    async with client.get("/api/status") as response:
+        body = await response.json()
+    assert controls.calls == ["resume from a peer", "abort from a peer"]
+    assert body["rank"]["rank"] == 1 and body["ranks"] == [{"local_rank": 0}]
 
 
 async def test_keepalive_validates_seconds(api) -> None:

@@ -8,20 +8,21 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from interactive.configure import TaskRef, write_configurations
+from interactive.configure import RankEndpoint, TaskRef, write_configurations
 from vscode_config import vscode
 from vscode_config.templates import render
 
 TASK = TaskRef("jobs.train.fit", "jobs.train", "fit", "/src/jobs/train.py")
 
 
-def write(workspace: Path, home: Path) -> dict:
+def write(workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = ()) -> dict:
     write_configurations(
         workspace,
         TASK,
         home=home,
         debug=("127.0.0.1", 5678),
         control={"control_url": "http://127.0.0.1:8081", "token": "t0k"},
+        ranks=ranks,
     )
     return json.loads((workspace / ".vscode" / "launch.json").read_text())
 
@@ -95,6 +96,7 @@ def test_hostile_names_stay_json_strings() -> None:
         rerun_script="/r",
         python="/p",
         home="/h",
+        ranks=[],
     )
     assert ours["configurations"][0]["name"].startswith('podcode: attach to failed x", "evil')
     assert "evil" not in ours["configurations"][0]
@@ -113,3 +115,26 @@ def test_merge_keeps_unknown_top_level_keys() -> None:
         {"version": "0.2.0", "configurations": [{"name": "podcode: a"}]},
     )
     assert merged["compounds"] == [1] and merged["configurations"] == [{"name": "podcode: a"}]
+
+
+def test_a_distributed_task_gets_an_attach_per_rank_and_a_compound(tmp_path: Path) -> None:
+    vscode_folder = tmp_path / ".vscode"
+    vscode_folder.mkdir()
+    user = {
+        "configurations": [{"name": "mine", "request": "launch"}],
+        "compounds": [{"name": "my compound", "configurations": ["mine"]}],
+    }
+    (vscode_folder / "launch.json").write_text(json.dumps(user))
+    ranks = (RankEndpoint(0, "127.0.0.1", 5678), RankEndpoint(1, "127.0.0.1", 5690))
+    write(tmp_path, tmp_path / "home", ranks)
+    launch = write(tmp_path, tmp_path / "home", ranks)  # twice: ours replaced, not doubled
+    attach = [c for c in launch["configurations"] if c.get("request") == "attach"]
+    assert [(c["name"], c["connect"]["port"]) for c in attach] == [
+        ("podcode: attach to rank 0 of fit (post-mortem)", 5678),
+        ("podcode: attach to rank 1 of fit (post-mortem)", 5690),
+    ]
+    assert launch["configurations"][0]["name"] == "mine"
+    assert launch["compounds"] == [
+        user["compounds"][0],
+        {"name": "podcode: attach all ranks of fit", "configurations": [c["name"] for c in attach]},
+    ]

@@ -35,15 +35,20 @@ def workspace_settings(**values: Any) -> dict[str, Any]:
 
 
 def merge_launch(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
-    """The user's configurations kept in order, ours (names starting ``podcode:``) replaced."""
+    """The user's configurations and compounds kept in order, ours (names starting
+    ``podcode:``) replaced."""
     merged = dict(existing) if isinstance(existing, dict) else {}
     merged.setdefault("version", ours["version"])
-    theirs = merged.get("configurations")
-    theirs = theirs if isinstance(theirs, list) else []
-    kept = [
-        c for c in theirs if not (isinstance(c, dict) and str(c.get("name", "")).startswith(OURS))
-    ]
-    merged["configurations"] = kept + ours["configurations"]
+    for key in ("configurations", "compounds"):
+        theirs = merged.get(key)
+        theirs = theirs if isinstance(theirs, list) else []
+        kept = [
+            c
+            for c in theirs
+            if not (isinstance(c, dict) and str(c.get("name", "")).startswith(OURS))
+        ]
+        if kept or ours.get(key):
+            merged[key] = kept + ours.get(key, [])
     return merged
 
 

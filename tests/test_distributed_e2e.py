@@ -1,0 +1,186 @@
+"""End to end under torchrun (gloo, CPU): a per-rank post-mortem, one resume for all ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dap import DapClient
+
+pytest.importorskip("torch.distributed")
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "distributed" / "allreduce.py"
+BUG = 'raise ValueError(f"bad batch on rank {rank}")'
+
+
+def free_run(count: int) -> int:
+    """A port p with p .. p+count-1 free on loopback."""
+    for _ in range(100):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + count > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise AssertionError("no run of free ports")
+
+
+class Torchrun:
+    def __init__(self, workspace: Path, home: Path) -> None:
+        self.workspace, self.home = workspace, home
+        self.log = workspace.parent / "torchrun.log"
+        self.debug_port, self.control_port = free_run(2), free_run(2)
+        env = {
+            **os.environ,
+            "PODCODE_ENABLE": "1",
+            "PODCODE_HOME": str(home),
+            "PODCODE_DEBUG_PORT": str(self.debug_port),
+            "PODCODE_CONTROL_PORT": str(self.control_port),
+            "PODCODE_MAX_IDLE_SECONDS": "3600",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(Path(__file__).parent.parent),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_run(1)),
+            "allreduce.py",
+        ]
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=workspace,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def record(self, local_rank: int) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.home / f"rank-{local_rank}" / "session.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def wait_waiting(self, local_rank: int, timeout: float = 90) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            record = self.record(local_rank)
+            if record and record["state"] == "waiting":
+                return record
+            if self.proc.poll() is not None:
+                raise AssertionError(f"torchrun exited ({self.proc.returncode}):\n{self.output()}")
+            time.sleep(0.1)
+        raise AssertionError(f"rank {local_rank} never waited:\n{self.output()}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def torchrun(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    shutil.copy(EXAMPLE, workspace / "allreduce.py")
+    run = Torchrun(workspace, podcode_home)
+    yield run
+    run.stop()
+
+
+def post(record: dict[str, Any], path: str) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        record["control_url"] + path,
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"Bearer {record['token']}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, json.loads(response.read())
+
+
+def get(record: dict[str, Any], path: str) -> Any:
+    request = urllib.request.Request(
+        record["control_url"] + path, headers={"Authorization": f"Bearer {record['token']}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def post_mortem(record: dict[str, Any]) -> tuple[str, list[str]]:
+    """Attach a DAP client: the exception's type and the functions of the stopped stack."""
+    client = DapClient(record["debug"]["host"], record["debug"]["port"])
+    try:
+        stopped = client.attach_and_stop()
+        assert stopped["reason"] == "exception"
+        info = client.request("exceptionInfo", threadId=stopped["threadId"])
+        frames = client.request("stackTrace", threadId=stopped["threadId"])["stackFrames"]
+        client.request("continue", threadId=stopped["threadId"])
+        return info["exceptionId"].split()[0], [frame["name"] for frame in frames]
+    finally:
+        client.close()
+
+
+def test_rank_fails_both_ranks_open_sessions_one_resume_finishes_both(torchrun: Torchrun) -> None:
+    ranks = [torchrun.wait_waiting(0), torchrun.wait_waiting(1)]
+    # One debugger per rank, on debug_port + local_rank, each stopped at its own failure.
+    assert [r["debug"]["port"] for r in ranks] == [torchrun.debug_port, torchrun.debug_port + 1]
+    failed, failed_frames = post_mortem(ranks[1])
+    assert failed.endswith("ValueError") and failed_frames[0] == "step"
+    peer, peer_frames = post_mortem(ranks[0])
+    assert peer.endswith("RuntimeError") and "step" in peer_frames  # in the all-reduce
+    assert ranks[1]["error"] == "ValueError: bad batch on rank 1"
+    # Status shows the pod's ranks; launch.json attaches to each and to all.
+    status = get(ranks[1], "/api/status")
+    assert status["rank"]["world_size"] == 2
+    assert [r["state"] for r in status["ranks"]] == ["waiting"]
+    launch = json.loads((torchrun.workspace / ".vscode" / "launch.json").read_text())
+    compound = launch["compounds"][0]
+    assert compound["name"].startswith("podcode: attach all ranks")
+    assert len(compound["configurations"]) == 2
+    # One code-server per pod at most, and only one rank leads.
+    assert sorted(bool(r.get("leader")) for r in ranks) == [False, True]
+    # The fix, then one resume on one rank: both re-form the group and finish.
+    source = torchrun.workspace / "allreduce.py"
+    source.write_text(source.read_text().replace(BUG, "pass"))
+    stamp = time.time_ns() + 10_000_000
+    os.utime(source, ns=(stamp, stamp))
+    assert post(ranks[1], "/api/resume")[0] == 202
+    assert torchrun.proc.wait(120) == 0, torchrun.output()
+    out = torchrun.output()
+    # (1+2)*1 + (1+2)*2, summed over the reduced tensor [1*1+1*2, 2*1+2*2] = 3 + 6
+    assert "rank 0 total 9.0" in out and "rank 1 total 9.0" in out
+    assert [torchrun.record(r)["state"] for r in (0, 1)] == ["done", "done"]
