@@ -78,8 +78,9 @@ def detect(environ: Environ | None = None) -> RankInfo:
             continue
         rank = _int(environ, rank_var, None)
         world = _int(environ, world_var, None)
-        local = _int(environ, local_var, rank)
-        local_world = _int(environ, local_world_var, world if local == rank else local + 1)
+        # No local variables (a PyTorchJob pod running its script directly): one rank per pod.
+        local = _int(environ, local_var, 0)
+        local_world = _int(environ, local_world_var, local + 1)
         if not 0 <= rank < world:
             raise RankError(f"{rank_var}={rank} is outside {world_var}={world}")
         if not 0 <= local < max(local_world, 1):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from interactive.configure import TaskRef
-from interactive.resume import changed_modules, find_task, reload_modules
+from interactive.resume import _is_main_guard, changed_modules, find_task, reload_modules
 
 
 def write(path: Path, text: str) -> None:
@@ -81,3 +82,17 @@ def test_a_module_that_no_longer_imports_raises(package: Path) -> None:
     write(package / "rz_helpers.py", "def scale(v)\n    return v\n")
     with pytest.raises(SyntaxError):
         reload_modules(changed_modules([package / "rz_helpers.py"], "rz_task", package))
+
+
+@pytest.mark.parametrize(
+    ("source", "guard"),
+    [
+        ('if __name__ == "__main__":\n    main()', True),
+        ("if '__main__' == __name__:\n    main()", True),
+        ('if __name__ != "__main__":\n    main()', False),
+        ('if name == "__main__":\n    main()', False),
+        ('if __name__ == "__main__" and fast:\n    main()', False),
+    ],
+)
+def test_only_the_main_guard_is_left_out_of_a_reloaded_script(source: str, guard: bool) -> None:
+    assert _is_main_guard(ast.parse(source).body[0]) is guard

@@ -1,0 +1,127 @@
+"""The pod's ranks through their records: liveness, the leader lock, forwarding, activity."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interactive import record
+from interactive.peers import PEER_HEADER, PeerSampler, Peers, PeerWatch, process_identity
+from interactive.ranks import RankInfo
+
+TWO = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=2)
+PEER = RankInfo(rank=1, world_size=2, local_rank=1, local_world_size=2)
+
+
+def write(base: Path, local_rank: int, **fields: Any) -> None:
+    record.write_session(base / f"rank-{local_rank}", {**process_identity(), **fields})
+
+
+def test_a_peer_is_alive_only_while_its_process_is(tmp_path: Path) -> None:
+    write(tmp_path, 1, state="waiting", task="t")
+    assert Peers(tmp_path, TWO).others()[0].state == "waiting"
+    write(tmp_path, 1, state="waiting", pid=os.getpid(), started=1.0)  # a reused pid
+    assert Peers(tmp_path, TWO).others()[0].state == "gone"
+
+
+def test_status_lists_every_other_local_rank(tmp_path: Path) -> None:
+    info = RankInfo(0, 3, 0, 3)
+    write(tmp_path, 2, state="waiting", task="t", error="E: x", rank=RankInfo(2, 3, 2, 3).as_dict())
+    assert Peers(tmp_path, info).status() == [
+        {"local_rank": 1, "state": "not started"},
+        {
+            "local_rank": 2,
+            "rank": 2,
+            "state": "waiting",
+            "task": "t",
+            "error": "E: x",
+            "debug": None,
+        },
+    ]
+
+
+def test_one_leader_per_pod_until_it_lets_go(tmp_path: Path) -> None:
+    first, second = Peers(tmp_path, TWO), Peers(tmp_path, PEER)
+    assert first.try_lead() and first.try_lead()
+    assert not second.try_lead()
+    first.release()
+    assert second.try_lead()
+    second.release()
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.seen.append((self.path, self.headers["Authorization"], self.headers[PEER_HEADER]))
+        self.send_response(202)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def peer_api() -> Iterator[str]:
+    Recorder.seen = []
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_resume_is_forwarded_to_ranks_in_a_session_marked_as_from_a_peer(
+    tmp_path: Path, peer_api: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    info = RankInfo(0, 4, 0, 4)
+    write(tmp_path, 1, state="waiting", control_url=peer_api, token="t1")
+    write(tmp_path, 2, state="running")  # still in its task: not told, but said
+    write(tmp_path, 3, state="resuming", control_url=peer_api, token="t3")  # already going
+    with caplog.at_level(logging.WARNING):
+        assert Peers(tmp_path, info).forward("resume") == [1]
+    assert Recorder.seen == [("/api/resume", "Bearer t1", "1")]
+    assert "local ranks [2] are not in a session" in caplog.text
+
+
+def test_a_peer_that_does_not_answer_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write(tmp_path, 1, state="waiting", control_url="http://127.0.0.1:9", token="t")
+    with caplog.at_level(logging.WARNING):
+        assert Peers(tmp_path, TWO).forward("abort") == []
+    assert "could not abort local rank 1" in caplog.text
+
+
+def test_sampler_adopts_peer_activity_and_counts_a_running_peer_as_busy(tmp_path: Path) -> None:
+    touched: list[float] = []
+    published: list[bool] = []
+    sampler = PeerSampler(Peers(tmp_path, TWO), touched.append, lambda: published.append(True))
+    write(tmp_path, 1, state="waiting", last_activity=1234.5)
+    sample = sampler.sample(2000.0)
+    assert not sample.active and touched == [1234.5] and published == [True]
+    write(tmp_path, 1, state="running", last_activity=1234.5)
+    assert sampler.sample(2010.0).active
+
+
+def test_watch_says_once_what_this_rank_waits_on(tmp_path: Path) -> None:
+    watch = PeerWatch(Peers(tmp_path, TWO))
+    assert watch.check() == []
+    write(tmp_path, 1, state="waiting", task="m.step", error="ValueError: x", attempt=1)
+    [line] = watch.check()
+    assert "local rank 1 failed in m.step (ValueError: x)" in line
+    assert watch.check() == []  # once per peer session
+    write(tmp_path, 1, state="waiting", task="m.step", error="ValueError: y", attempt=2)
+    watch.in_session = True  # this rank's own session is open: nothing to report
+    assert watch.check() == []
+    assert json.loads((tmp_path / "rank-1" / "session.json").read_text())["attempt"] == 2

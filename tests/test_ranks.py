@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from interactive.errors import RankError
+from interactive.ranks import RankInfo, detect
+
+
+def test_a_plain_process_is_rank_zero_of_one() -> None:
+    info = detect({})
+    assert info == RankInfo() and not info.distributed
+
+
+def test_torchrun_and_pytorchjob_variables() -> None:
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    info = detect(env)
+    assert (info.rank, info.world_size, info.local_rank, info.local_world_size) == (3, 4, 1, 2)
+    assert info.distributed and info.label == "rank 3/4 (local 1)"
+
+
+def test_a_pytorchjob_without_local_variables_is_one_rank_per_pod() -> None:
+    info = detect({"RANK": "2", "WORLD_SIZE": "3"})
+    assert (info.rank, info.local_rank, info.local_world_size) == (2, 0, 1)
+    assert detect({"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "1"}).local_world_size == 2
+
+
+def test_open_mpi_and_slurm() -> None:
+    mpi = {
+        "OMPI_COMM_WORLD_RANK": "5",
+        "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+    }
+    assert detect(mpi) == RankInfo(5, 8, 1, 4)
+    slurm = {
+        "SLURM_PROCID": "1",
+        "SLURM_NTASKS": "4",
+        "SLURM_LOCALID": "1",
+        "SLURM_NTASKS_PER_NODE": "2(x2)",
+    }
+    assert detect(slurm) == RankInfo(1, 4, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x'"),
+        ({"RANK": "2", "WORLD_SIZE": "2"}, "outside WORLD_SIZE=2"),
+        (
+            {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "3", "LOCAL_WORLD_SIZE": "2"},
+            "LOCAL_RANK",
+        ),
+    ],
+)
+def test_variables_that_do_not_add_up_are_named(env: dict[str, str], named: str) -> None:
+    with pytest.raises(RankError, match=named.replace("(", r"\(")):
+        detect(env)
