@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from interactive import record
-from interactive.peers import PEER_HEADER, PeerSampler, Peers, PeerWatch, process_identity
+from interactive.peers import PEER_HEADER, Peers, PeerSampler, PeerWatch, process_identity
 from interactive.ranks import RankInfo
 
 TWO = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=2)
