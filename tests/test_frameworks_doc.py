@@ -1,0 +1,91 @@
+"""The manifests in docs/frameworks.md are valid, and wired the way the page says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "frameworks.md"
+BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.DOTALL | re.MULTILINE)
+VERSION = kubernetes_validate.latest_version()
+
+
+def manifests() -> list[dict[str, Any]]:
+    return [
+        doc
+        for block in BLOCK.findall(DOC.read_text(encoding="utf-8"))
+        for doc in yaml.safe_load_all(block)
+        if doc
+    ]
+
+
+def by_kind(kind: str, name: str) -> dict[str, Any]:
+    return next(m for m in manifests() if m["kind"] == kind and m["metadata"]["name"] == name)
+
+
+def pod_templates(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """PyTorchJob is a custom resource: its replicas' pod templates are checked as such."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": f"{manifest['metadata']['name']}-{role.lower()}"},
+            "template": spec["template"],
+        }
+        for role, spec in manifest["spec"]["pytorchReplicaSpecs"].items()
+    ]
+
+
+def checked() -> list[dict[str, Any]]:
+    found = []
+    for manifest in manifests():
+        found.extend(pod_templates(manifest) if manifest["kind"] == "PyTorchJob" else [manifest])
+    return found
+
+
+@pytest.mark.parametrize(
+    "manifest", checked(), ids=lambda m: f"{m['kind']}/{m['metadata']['name']}"
+)
+def test_every_manifest_is_valid(manifest: dict[str, Any]) -> None:
+    kubernetes_validate.validate(manifest, VERSION, strict=True)
+
+
+def test_the_page_ships_torchrun_multi_node_and_pytorchjob() -> None:
+    kinds = {m["kind"] for m in manifests()}
+    assert {"Job", "Service", "PyTorchJob"} <= kinds
+
+
+def test_multi_node_job_finds_its_master_through_the_headless_service() -> None:
+    service = by_kind("Service", "train-multi")
+    job = by_kind("Job", "train-multi")
+    spec = job["spec"]["template"]["spec"]
+    command = spec["containers"][0]["command"]
+    assert service["spec"]["clusterIP"] == "None"
+    assert spec["subdomain"] == service["metadata"]["name"]
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert "--master-addr=train-multi-0.train-multi" in command
+    assert f"--nnodes={job['spec']['completions']}" in command
+
+
+def test_every_pod_knows_itself_and_is_never_restarted_behind_the_session() -> None:
+    for manifest in manifests():
+        if manifest["kind"] == "Service":
+            continue
+        templates = (
+            [r["template"] for r in manifest["spec"]["pytorchReplicaSpecs"].values()]
+            if manifest["kind"] == "PyTorchJob"
+            else [manifest["spec"]["template"]]
+        )
+        for template in templates:
+            env = {e["name"] for c in template["spec"]["containers"] for e in c.get("env", [])}
+            assert {"POD_NAME", "POD_NAMESPACE"} <= env
+        if manifest["kind"] == "PyTorchJob":
+            specs = manifest["spec"]["pytorchReplicaSpecs"].values()
+            assert {s["restartPolicy"] for s in specs} == {"Never"}
+        else:
+            assert manifest["spec"]["backoffLimit"] == 0
