@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.dap import DapClient
@@ -106,8 +108,16 @@ class Torchrun:
         raise AssertionError(f"rank {local_rank} never waited:\n{self.output()}")
 
     def stop(self) -> None:
+        """torchrun starts its workers in sessions of their own: stop the whole tree."""
+        try:
+            tree = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for process in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGKILL)
+        psutil.wait_procs(tree, timeout=10)
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
 
@@ -184,3 +194,12 @@ def test_rank_fails_both_ranks_open_sessions_one_resume_finishes_both(torchrun: 
     # (1+2)*1 + (1+2)*2, summed over the reduced tensor [1*1+1*2, 2*1+2*2] = 3 + 6
     assert "rank 0 total 9.0" in out and "rank 1 total 9.0" in out
     assert [torchrun.record(r)["state"] for r in (0, 1)] == ["done", "done"]
+
+
+def test_abort_on_one_rank_ends_every_rank_with_its_own_error(torchrun: Torchrun) -> None:
+    ranks = [torchrun.wait_waiting(0), torchrun.wait_waiting(1)]
+    assert post(ranks[0], "/api/abort")[0] == 202
+    assert torchrun.proc.wait(60) != 0
+    out = torchrun.output()
+    assert "ValueError: bad batch on rank 1" in out and "Connection closed by peer" in out
+    assert not [p for p in psutil.Process().children(True) if "allreduce" in " ".join(p.cmdline())]
