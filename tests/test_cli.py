@@ -394,3 +394,17 @@ def test_a_session_whose_control_api_is_gone(verb: list[str], fake_kube: FakeKub
     fake_kube.session_pod("train-0", ports={**live.ports, "control": port}, home=str(live.home))
     assert run([*verb, "train-0"], console) == Exit.UNREACHABLE
     assert f"control API (port {port} in the pod) does not answer" in _one_line(console)
+
+
+def test_status_of_a_rank_lists_the_pods_other_ranks() -> None:
+    from interactive.cli.control_cmds import _rank_lines
+
+    status = {
+        "rank": {"rank": 1, "world_size": 4, "local_rank": 1},
+        "ranks": [{"local_rank": 0, "state": "waiting", "error": "RuntimeError: closed"}],
+    }
+    assert _rank_lines(status) == [
+        ("Rank", "1/4 (local 1)"),
+        ("Local rank 0", "waiting: RuntimeError: closed"),
+    ]
+    assert _rank_lines({"state": "waiting"}) == []

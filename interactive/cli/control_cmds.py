@@ -25,8 +25,23 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("Owner", str(status.get("owner") or "-")),
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
     ]
+    pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
     return fields(pairs)
+
+
+def _rank_lines(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """A distributed task: this rank, and the state of the pod's other local ranks."""
+    rank = status.get("rank")
+    if not isinstance(rank, dict):
+        return []
+    lines = [
+        ("Rank", f"{rank.get('rank')}/{rank.get('world_size')} (local {rank.get('local_rank')})")
+    ]
+    for peer in status.get("ranks") or []:
+        error = f": {peer['error']}" if peer.get("error") else ""
+        lines.append((f"Local rank {peer.get('local_rank')}", f"{peer.get('state')}{error}"))
+    return lines
 
 
 def status(args: argparse.Namespace, console: Console) -> int:
