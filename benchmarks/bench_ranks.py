@@ -14,52 +14,16 @@ Run: ``python benchmarks/bench_ranks.py`` (needs torch).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "distributed" / "allreduce.py"
-BUG = 'raise ValueError(f"bad batch on rank {rank}")'
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _torchrun(workspace: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(_port()),
-        "allreduce.py",
-    ]
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.Popen(
-        command,
-        cwd=workspace,
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+from tests import torchrun_job  # noqa: E402
 
 
 def _waiting(home: Path) -> bool:
@@ -73,26 +37,12 @@ def _waiting(home: Path) -> bool:
     return True
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    import psutil
-
-    tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]
-    for process in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            process.send_signal(signal.SIGKILL)
-    psutil.wait_procs(tree, timeout=10)
-
-
 def measure(folder: Path) -> tuple[float, float]:
-    fixed = folder / "fixed"
-    failing = folder / "failing"
-    for workspace in (fixed, failing):
-        workspace.mkdir()
-        shutil.copy(EXAMPLE, workspace / "allreduce.py")
-    script = fixed / "allreduce.py"
-    script.write_text(script.read_text().replace(BUG, "pass"))
+    fixed, failing = folder / "fixed", folder / "failing"
+    torchrun_job.copy_example(fixed, fixed=True)
+    torchrun_job.copy_example(failing)
     started = time.perf_counter()
-    if _torchrun(fixed, {"PODCODE_ENABLE": "0"}).wait(300) != 0:
+    if torchrun_job.start(fixed, {"PODCODE_ENABLE": "0"}).wait(300) != 0:
         raise RuntimeError("the fixed job failed")
     baseline = time.perf_counter() - started
     home = folder / "home"
@@ -103,7 +53,7 @@ def measure(folder: Path) -> tuple[float, float]:
         "PODCODE_CONTROL_PORT": "0",
     }
     started = time.perf_counter()
-    proc = _torchrun(failing, env)
+    proc = torchrun_job.start(failing, env)
     try:
         while not _waiting(home):
             if proc.poll() is not None or time.perf_counter() - started > 300:
@@ -111,7 +61,7 @@ def measure(folder: Path) -> tuple[float, float]:
             time.sleep(0.05)
         return time.perf_counter() - started, baseline
     finally:
-        _stop(proc)
+        torchrun_job.stop_tree(proc)
 
 
 def run() -> list[dict[str, Any]]:

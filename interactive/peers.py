@@ -13,10 +13,12 @@ local rank that waits in a session, so they go on together.
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import logging
 import os
 import threading
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,7 +132,7 @@ class Peers:
     def leader(self) -> Peer | None:
         """The live peer that serves the pod's IDE, if any."""
         return next(
-            (p for p in self.others() if p.alive and p.record.get("leader") and p.in_session),
+            (p for p in self.others() if p.in_session and p.record.get("leader")),
             None,
         )
 
@@ -215,19 +217,16 @@ class PeerWatch:
         self.peers = peers
         self.poll_seconds = poll_seconds
         self.reported: set[tuple[int, Any]] = set()
-        self._stop = threading.Event()
         self.in_session = False
         """Set by this rank's session while it is open (then there is nothing to report)."""
 
     def start(self) -> None:
         threading.Thread(target=self._run, name="podcode-peers", daemon=True).start()
 
-    def stop(self) -> None:
-        self._stop.set()
-
     def _run(self) -> None:
         mark_service_thread()
-        while not self._stop.wait(self.poll_seconds):
+        while True:
+            time.sleep(self.poll_seconds)
             try:
                 self.check()
             except Exception:
@@ -283,6 +282,10 @@ def set_in_session(value: bool) -> None:
         _watch.in_session = value
 
 
+_own_start = functools.lru_cache(maxsize=1)(process_started)
+"""This process's start time, read once (records are rewritten at every poll)."""
+
+
 def process_identity() -> dict[str, Any]:
     pid = os.getpid()
-    return {"pid": pid, "started": process_started(pid)}
+    return {"pid": pid, "started": _own_start(pid)}

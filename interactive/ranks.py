@@ -10,7 +10,7 @@ torchrun and Kubeflow's PyTorchJob set ``RANK``, ``WORLD_SIZE``,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from interactive.errors import RankError
 from interactive.types import Environ
@@ -49,12 +49,7 @@ class RankInfo:
         return f"rank {self.rank}/{self.world_size} (local {self.local_rank})"
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "local_rank": self.local_rank,
-            "local_world_size": self.local_world_size,
-        }
+        return asdict(self)
 
 
 def _int(environ: Environ, name: str, default: int | None) -> int:

@@ -369,9 +369,13 @@ class Session:
         }
         if self.peers is not None:
             data.update(rank=self.peers.info.as_dict(), leader=self.leader)
+        self._write_record(data)
+
+    def _write_record(self, data: dict[str, Any]) -> None:
+        """This rank's ``session.json``; the leader's also where the CLI looks first."""
         record.write_session(self.home, data)
         if self.leader and self.home != self.base_home:
-            record.write_session(self.base_home, data)  # where the CLI looks first
+            record.write_session(self.base_home, data)
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice."""
@@ -397,9 +401,7 @@ class Session:
             "workspace": str(self.workspace),
             **process_identity(),
         }
-        record.write_session(self.home, ended)
+        self._write_record(ended)
         if self.peers is not None:
-            if self.leader and self.home != self.base_home:
-                record.write_session(self.base_home, ended)
             self.peers.release()
-            set_in_session(False)
+        set_in_session(False)

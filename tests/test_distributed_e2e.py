@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,20 +14,16 @@ from typing import Any
 import psutil
 import pytest
 
+from tests import torchrun_job
 from tests.dap import DapClient
 
 pytest.importorskip("torch.distributed")
-
-EXAMPLE = Path(__file__).parent.parent / "examples" / "distributed" / "allreduce.py"
-BUG = 'raise ValueError(f"bad batch on rank {rank}")'
 
 
 def free_run(count: int) -> int:
     """A port p with p .. p+count-1 free on loopback."""
     for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
+        base = torchrun_job.free_port()
         if base + count > 65535:
             continue
         socks = []
@@ -56,36 +47,14 @@ class Torchrun:
         self.log = workspace.parent / "torchrun.log"
         self.debug_port, self.control_port = free_run(2), free_run(2)
         env = {
-            **os.environ,
             "PODCODE_ENABLE": "1",
             "PODCODE_HOME": str(home),
             "PODCODE_DEBUG_PORT": str(self.debug_port),
             "PODCODE_CONTROL_PORT": str(self.control_port),
             "PODCODE_MAX_IDLE_SECONDS": "3600",
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": str(Path(__file__).parent.parent),
         }
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(free_run(1)),
-            "allreduce.py",
-        ]
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(
-                command,
-                cwd=workspace,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            self.proc = torchrun_job.start(workspace, env, out)
 
     def output(self) -> str:
         return self.log.read_text()
@@ -108,24 +77,13 @@ class Torchrun:
         raise AssertionError(f"rank {local_rank} never waited:\n{self.output()}")
 
     def stop(self) -> None:
-        """torchrun starts its workers in sessions of their own: stop the whole tree."""
-        try:
-            tree = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        for process in tree:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.send_signal(signal.SIGKILL)
-        psutil.wait_procs(tree, timeout=10)
-        if self.proc.poll() is None:
-            self.proc.wait(10)
+        torchrun_job.stop_tree(self.proc)
 
 
 @pytest.fixture
 def torchrun(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
     workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    shutil.copy(EXAMPLE, workspace / "allreduce.py")
+    torchrun_job.copy_example(workspace)
     run = Torchrun(workspace, podcode_home)
     yield run
     run.stop()
@@ -185,7 +143,7 @@ def test_rank_fails_both_ranks_open_sessions_one_resume_finishes_both(torchrun: 
     assert sorted(bool(r.get("leader")) for r in ranks) == [False, True]
     # The fix, then one resume on one rank: both re-form the group and finish.
     source = torchrun.workspace / "allreduce.py"
-    source.write_text(source.read_text().replace(BUG, "pass"))
+    source.write_text(source.read_text().replace(torchrun_job.BUG, "pass"))
     stamp = time.time_ns() + 10_000_000
     os.utime(source, ns=(stamp, stamp))
     assert post(ranks[1], "/api/resume")[0] == 202

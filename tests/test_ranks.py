@@ -24,21 +24,32 @@ def test_a_pytorchjob_without_local_variables_is_one_rank_per_pod() -> None:
     assert detect({"RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "1"}).local_world_size == 2
 
 
-def test_open_mpi_and_slurm() -> None:
-    mpi = {
-        "OMPI_COMM_WORLD_RANK": "5",
-        "OMPI_COMM_WORLD_SIZE": "8",
-        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
-    }
-    assert detect(mpi) == RankInfo(5, 8, 1, 4)
-    slurm = {
-        "SLURM_PROCID": "1",
-        "SLURM_NTASKS": "4",
-        "SLURM_LOCALID": "1",
-        "SLURM_NTASKS_PER_NODE": "2(x2)",
-    }
-    assert detect(slurm) == RankInfo(1, 4, 1, 2)
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "5",
+                "OMPI_COMM_WORLD_SIZE": "8",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+                "OMPI_COMM_WORLD_LOCAL_SIZE": "4",
+            },
+            RankInfo(5, 8, 1, 4),
+        ),
+        (
+            {
+                "SLURM_PROCID": "1",
+                "SLURM_NTASKS": "4",
+                "SLURM_LOCALID": "1",
+                "SLURM_NTASKS_PER_NODE": "2(x2)",
+            },
+            RankInfo(1, 4, 1, 2),
+        ),
+    ],
+    ids=["open-mpi", "slurm"],
+)
+def test_open_mpi_and_slurm(env: dict[str, str], expected: RankInfo) -> None:
+    assert detect(env) == expected
 
 
 @pytest.mark.parametrize(
