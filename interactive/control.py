@@ -30,7 +30,8 @@ class Controls(Protocol):
 
     state: SessionState
 
-    def resume(self, peer: bool = False) -> None: ...  # ResumeConflict when not waiting
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        """What the resume will patch; ResumeConflict when it cannot resume."""
 
     def abort(self, peer: bool = False) -> None: ...
 
@@ -94,10 +95,10 @@ def build_app(controls: Controls, token: str) -> web.Application:
 
     async def resume(request: web.Request) -> web.Response:
         try:
-            controls.resume(peer=_from_peer(request))
+            planned = controls.resume(peer=_from_peer(request))
         except ResumeConflict as exc:
             return web.json_response({"error": str(exc), "state": state.state}, status=409)
-        return web.json_response({"state": "resuming"}, status=202)
+        return web.json_response({"state": "resuming", **(planned or {})}, status=202)
 
     async def keepalive(request: web.Request) -> web.Response:
         body = await _json_body(request)

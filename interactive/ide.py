@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -34,28 +33,32 @@ async def start_ide(
     control_url: str,
     token: str,
     note: Callable[[str], None],
-    launching: threading.Event | None = None,
+    installing: Callable[[], None] = lambda: None,
+    launching: Callable[[], None] = lambda: None,
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``.
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
-    ``launching`` is set once code-server is about to be spawned (or will not be).
+    ``installing`` is called before code-server is installed (when it is not found),
+    ``launching`` once it is about to be spawned (or will not be).
     """
-    launching = launching or threading.Event()
     try:
         if settings.ide == "none":
             return None
         from server_bootstrap.config import CodeServerConfig
         from server_bootstrap.errors import BootstrapError
         from server_bootstrap.launch import CodeServer
-        from server_bootstrap.locate import ensure_code_server
+        from server_bootstrap.locate import ensure_code_server, find_code_server
 
         loop = asyncio.get_running_loop()
         try:
             config = CodeServerConfig.from_environ()
-            binary = await loop.run_in_executor(None, ensure_code_server, config)
+            binary = await loop.run_in_executor(None, find_code_server, config)
+            if binary is None:
+                installing()
+                binary = await loop.run_in_executor(None, ensure_code_server, config)
             server = CodeServer(
                 binary,
                 workspace=workspace,
@@ -67,7 +70,7 @@ async def start_ide(
                 extensions=list(settings.extensions),
                 companion=True,
             )
-            launching.set()
+            launching()
             await server.start()
         except BootstrapError as exc:
             message = (
@@ -79,4 +82,4 @@ async def start_ide(
         log.info("code-server serves %s at %s", workspace, server.url)
         return server
     finally:
-        launching.set()
+        launching()
