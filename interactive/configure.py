@@ -172,4 +172,6 @@ def _ignore_ours(ignore: Path) -> None:
 
 def remove_session_file(workspace: Path) -> None:
     """The companion's token is useless once the session ends: remove it."""
-    (workspace / ".vscode" / SESSION_FILE).unlink(missing_ok=True)
+    path = workspace / ".vscode" / SESSION_FILE
+    if path.exists():
+        path.unlink()

@@ -130,6 +130,7 @@ class Session:
         self._ide_launched = threading.Event()
         self._ide_ready = threading.Event()
         self._notifier: Any = None
+        self._recorded = False
 
     # -- the API's controls (called on the loop thread) -------------------------------
     def resume(self, peer: bool = False) -> dict[str, Any]:
@@ -500,6 +501,7 @@ class Session:
 
     def _write_record(self, data: dict[str, Any]) -> None:
         """This rank's ``session.json``; the leader's also where the CLI looks first."""
+        self._recorded = True
         record.write_session(self.home, data)
         if self.leader and self.home != self.base_home:
             record.write_session(self.base_home, data)
@@ -520,10 +522,11 @@ class Session:
             steps.append(("the session's tasks", loop.stop))
         if self.pod is not None:
             steps.append(("the pod's label", lambda: self.pod.set_state(final_state)))
-        steps += [
-            ("the companion's token file", lambda: configure.remove_session_file(self.config_root)),
-            ("the session record", self._record_end),
-        ]
+        steps.append(
+            ("the companion's token file", lambda: configure.remove_session_file(self.config_root))
+        )
+        if self._recorded:
+            steps.append(("the session record", self._record_end))
         if self.peers is not None:
             steps.append(("the rank's lead", self.peers.release))
         for what, step in steps:

@@ -151,10 +151,10 @@ def test_a_new_method_using_super_and_a_new_function(module: ModuleType) -> None
     scaler = module.Scaler()
     edit(
         module,
-        ("    @property", "    def hello(self):\n        return super().hello() + '+'\n\n    @property"),
+        ("    @property", "    def hello(self):\n        return super().hello() + '!'\n\n    @property"),  # noqa: E501
         append="\n\ndef added(v):\n    return -v\n",
     )
-    assert scaler.hello() == "base+"
+    assert scaler.hello() == "base!"
     assert module.added(4) == -4
 
 
