@@ -13,7 +13,8 @@ loaded from a file path (``pyflyte run wf.py``). So podcode patches instead:
   default values) assigned to the **existing** function object, so every
   reference to it sees the fix: a method of a class whose instance was passed
   in, a helper imported by name, a task wrapped by decorators;
-- a new function, method or class is defined, a new ``import`` is run;
+- a new function, method or class is defined; a new ``import`` and a changed
+  constant (``LR = 0.5``: names bound without calling anything) are run;
 - every other top-level statement is left alone and named in the report, so a
   script's pipeline never starts again inside a resume;
 - what cannot be patched in place (a class whose bases, decorators or class
@@ -417,20 +418,25 @@ class FilePatcher:
             if _dump(stmt) in old or _has_definitions(stmt):
                 continue
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                self.result.changes.append(self._run_import(stmt))
+                self.result.changes.append(self._run_statement(stmt, f"import at {stmt.lineno}"))
+                continue
+            if is_constant_assignment(stmt):
+                names = [t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)]
+                self.result.patched.append(f"{self.module.__name__}.{names[0]}")
+                self.result.changes.append(self._run_statement(stmt, names[0]))
                 continue
             text = ast.unparse(stmt).split("\n")[0]
             self.result.not_executed.append(f"{self.display}:{stmt.lineno}: {text[:60]}")
 
-    def _run_import(self, stmt: ast.Import | ast.ImportFrom) -> Change:
-        """A new import: idempotent, and fixes often need one."""
+    def _run_statement(self, stmt: ast.stmt, label: str) -> Change:
+        """A statement that only binds names (an import, a constant): safe to run again."""
         code = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
         namespace = vars(self.module)
 
         def run() -> None:
-            exec(code, namespace)  # noqa: S102 - an import from the engineer's own file
+            exec(code, namespace)  # noqa: S102 - a statement from the engineer's own file
 
-        return Change(f"import at line {stmt.lineno}", run)
+        return Change(label, run)
 
     def _qualified(self, definition: Definition) -> str:
         return f"{self.module.__name__}.{definition.name}"
@@ -443,6 +449,22 @@ class FilePatcher:
             f"{self.display}:{definition.node.lineno}: {definition.name} cannot be patched in "
             f"place: {reason}"
         )
+
+
+def is_constant_assignment(stmt: ast.stmt) -> bool:
+    """``LR = 0.5``, ``LABELS: list[str] = ["a", "b"]``: names bound to values computed
+    without calling anything, so running it again does no work and has no side effect."""
+    if isinstance(stmt, ast.Assign):
+        targets, value = stmt.targets, stmt.value
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets, value = [stmt.target], stmt.value
+    else:
+        return False
+    if not all(isinstance(target, ast.Name) for target in targets):
+        return False
+    dynamic = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)
+    comprehension = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return not any(isinstance(node, dynamic + comprehension) for node in ast.walk(value))
 
 
 def _has_definitions(stmt: ast.stmt) -> bool:

@@ -217,7 +217,7 @@ class CodeServer:
         log.info("starting code-server: %s", " ".join(args))
         self._listening = asyncio.get_running_loop().create_future()
         self._proc = await asyncio.create_subprocess_exec(
-            *args, env=env, cwd=str(self.workspace), stdin=asyncio.subprocess.DEVNULL,
+            *args, env=env, cwd=str(_folder(self.workspace)), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
@@ -353,3 +353,8 @@ class CodeServer:
         if survivors:
             log.warning("code-server processes still running after stop: %s",
                         [p.pid for p in survivors])
+
+
+def _folder(workspace: Path) -> Path:
+    """code-server's working folder: the workspace, or the folder of a ``.code-workspace``."""
+    return workspace if workspace.is_dir() else workspace.parent

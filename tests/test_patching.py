@@ -136,14 +136,16 @@ def test_top_level_statements_do_not_run_but_new_imports_do(module: ModuleType) 
     path = Path(module.__file__ or "")
     old = path.read_text()
     new = old.replace('CALLS.append("top level ran")', 'CALLS.append("again")')
-    new += "\nimport json\nprint('pipeline')\n"
+    new += "\nimport json\nprint('pipeline')\nRATE: float = 0.5 * 2\nDATA = load()\n"
     patch = plan([(path, old, new)])
     patch.apply()
-    assert module.CALLS == ["top level ran"]
+    assert module.CALLS == ["top level ran"] and module.RATE == 1.0
+    assert not hasattr(module, "DATA") and patch.patched == ["pt_mod.RATE"]
     assert module.json is importlib.import_module("json")
     assert [line.split(": ", 1)[1] for line in patch.not_executed] == [
         "CALLS.append('again')",
         "print('pipeline')",
+        "DATA = load()",
     ]
 
 
