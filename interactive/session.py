@@ -293,11 +293,14 @@ class Session:
         if local_root(url) is None or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             return
         fallback = ", and mailed to the owner" if self.settings.owner else ""
-        self.state.note(
+        message = (
             f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
             "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
             "after the pod ends"
         )
+        if message not in self.state.notes:  # once per session, not per resume
+            log.warning("%s", message)
+            self.state.note(message)
 
     def _offset(self, port: int) -> int:
         """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""

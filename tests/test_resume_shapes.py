@@ -50,8 +50,15 @@ def test_top_level_script_without_main_guard_and_task_in_a_module(job: Job) -> N
     )
     job.start("train.py").wait_state("waiting")
     job.write("steps.py", (job.workspace / "steps.py").read_text().replace("/ std", "/ (std or 1)"))
-    body = resume_ok(job)
-    assert body["patched"] == ["steps.normalize"]
+    said = subprocess.run(  # as the engineer would: podcode resume
+        [sys.executable, "-m", "interactive.cli", "resume"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PODCODE_HOME": str(job.home)},
+        check=True,
+    ).stdout
+    assert "patched: steps.normalize" in said
+    assert job.wait_exit() == 0, job.output()
     out = job.output()
     assert out.count("UPSTREAM RAN") == 1 and "RESULT [0.0, 0.0, 0.0]" in out
     assert "in use; using" not in out  # no second session opened inside the resume
