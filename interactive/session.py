@@ -131,6 +131,7 @@ class Session:
         self._ide_ready = threading.Event()
         self._notifier: Any = None
         self._recorded = False
+        self._record_lock = threading.Lock()
 
     # -- the API's controls (called on the loop thread) -------------------------------
     def resume(self, peer: bool = False) -> dict[str, Any]:
@@ -503,11 +504,13 @@ class Session:
         self._write_record(data)
 
     def _write_record(self, data: dict[str, Any]) -> None:
-        """This rank's ``session.json``; the leader's also where the CLI looks first."""
-        self._recorded = True
-        record.write_session(self.home, data)
-        if self.leader and self.home != self.base_home:
-            record.write_session(self.base_home, data)
+        """This rank's ``session.json``; the leader's also where the CLI looks first.
+        The main thread and the loop (an IDE that joins late) both write it: one at a time."""
+        with self._record_lock:
+            self._recorded = True
+            record.write_session(self.home, data)
+            if self.leader and self.home != self.base_home:
+                record.write_session(self.base_home, data)
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice. Every step runs, even
