@@ -306,12 +306,11 @@ scalars = (
     | st.binary(max_size=8)
 )
 values = st.recursive(
-    scalars,
+    scalars | st.frozensets(st.integers() | st.text(max_size=4), max_size=4),
     lambda children: (
         st.lists(children, max_size=4)
         | st.tuples(children, children)
         | st.dictionaries(st.text(max_size=4), children, max_size=4)
-        | st.frozensets(st.integers() | st.text(max_size=4), max_size=4)
     ),
     max_leaves=12,
 )
