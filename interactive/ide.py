@@ -42,7 +42,13 @@ async def start_ide(
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
     ``launching`` is set once code-server is about to be spawned (or will not be).
+
+    ``control_url`` and ``token`` are not handed to code-server: its environment is
+    readable in ``/proc`` for the life of every process it starts (terminals included).
+    The companion extension reads them from the ``0600`` workspace file
+    ``.vscode/podcode-session.json`` instead.
     """
+    del control_url, token
     launching = launching or threading.Event()
     try:
         if settings.ide == "none":
@@ -63,7 +69,6 @@ async def start_ide(
                 port=port,
                 data_dir=home / "code-server",
                 password=password,
-                env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
                 extensions=list(settings.extensions),
                 companion=True,
             )
