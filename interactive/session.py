@@ -28,7 +28,7 @@ from interactive.loop import LoopThread
 from interactive.peers import Peers, PeerSampler, process_identity, rank_home, set_in_session
 from interactive.peers import current as current_peers
 from interactive.ports import bind_free, free_port, url_of
-from interactive.settings import Settings, podcode_home
+from interactive.settings import Settings, ensure_home, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
 from interactive.workspace import Snapshot
@@ -137,7 +137,7 @@ class Session:
     ) -> None:
         """Capture, configure, serve and record; returns once the session waits."""
         started = time.perf_counter()
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_home(self.base_home, self.home)
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
         bind = self.settings.bind
