@@ -6,8 +6,11 @@ sampler is its baseline and never counts as activity. Samplers are blocking
 and cheap; the monitor runs them on its own thread.
 
 What is *not* activity: an open but untouched browser tab (code-server's
-heartbeat file is touched as long as any tab is open, so it is never read),
-podcode's own threads, debugpy's threads and code-server's own processes.
+heartbeat file is touched as long as any tab is open, so it is never read,
+even when the workspace contains it), what podcode and code-server write
+themselves (podcode's log file when stdout or stderr goes to a file in the
+workspace, ``$PODCODE_HOME``, code-server's data folder), podcode's own
+threads, debugpy's threads and code-server's own processes.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from typing import Any, Protocol
 import psutil
 
 from interactive.idle import Sample
+from interactive.settings import podcode_home
 from interactive.types import Environ
-from interactive.workspace import SKIP_DIRS
+from interactive.workspace import SKIP_DIRS, SKIP_PATHS
+from server_bootstrap.launch import data_folder
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +50,42 @@ class Sampler(Protocol):
 # -- workspace files -------------------------------------------------------------
 
 
+def own_writes(environ: Environ | None = None) -> list[Path]:
+    """Files and folders that podcode and code-server write by themselves, never the user.
+
+    The files this process's stdout and stderr go to (``python job.py > run.log
+    2>&1``: podcode's own log lines land there while the session waits) and those
+    of its logging file handlers; ``$PODCODE_HOME`` (session records, code-server's
+    user data); code-server's data folder (its heartbeat file, touched while any
+    tab is open, and its logs), which is inside the workspace when the workspace
+    contains ``$HOME``.
+    """
+    environ = os.environ if environ is None else environ
+    found = [podcode_home(environ), data_folder(environ)]
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and not target.startswith("/dev/"):
+            found.append(Path(target.removesuffix(" (deleted)")))
+    for logger_ in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger_, "handlers", ()):
+            if isinstance(handler, logging.FileHandler):
+                found.append(Path(handler.baseFilename))
+    return found
+
+
+def _relative_to(root: str, paths: Iterable[Path]) -> set[str]:
+    """The ``paths`` that lie inside ``root``, relative to it (real paths compared)."""
+    inside = set()
+    for path in paths:
+        relative = os.path.relpath(os.path.realpath(path), root)
+        if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
+            inside.add(relative)
+    return inside
+
+
 @dataclass
 class FileSampler:
     """Active when any file under ``root`` was added, changed or removed since last time.
@@ -52,13 +93,17 @@ class FileSampler:
     Stat-based and bounded: tool folders (``.git``, ``node_modules``,
     ``__pycache__``...) are skipped, symbolic links are not followed and at most
     ``max_files`` files are looked at. Keeps one number per scan, not a list.
+    What ``exclude()`` names (files or folders; by default :func:`own_writes`) and
+    podcode's own files in ``.vscode`` are never looked at.
     """
 
     root: Path
     max_files: int = MAX_FILES
     skip: frozenset[str] = SKIP_DIRS
+    exclude: Callable[[], Iterable[Path]] = own_writes
     _signature: int | None = field(default=None, init=False)
     _warned: bool = field(default=False, init=False)
+    _excluded: frozenset[str] = field(default=frozenset(), init=False)
 
     def sample(self, now: float) -> Sample:
         signature, count = self._scan()
@@ -74,6 +119,8 @@ class FileSampler:
         return signature, count
 
     def _files(self) -> Iterator[tuple[str, os.stat_result]]:
+        real_root = os.path.realpath(self.root)
+        self._excluded = frozenset(_relative_to(real_root, self.exclude())) | SKIP_PATHS
         count = 0
         stack = [""]
         while stack:
@@ -84,6 +131,8 @@ class FileSampler:
                 continue
             for entry in entries:
                 rel = os.path.join(rel_dir, entry.name)
+                if rel in self._excluded:
+                    continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if entry.name not in self.skip:

@@ -59,6 +59,17 @@ USER_SETTINGS: Mapping[str, object] = MappingProxyType({
 welcome page, no chat panel taking the focus. A user's own values are kept."""
 
 
+def data_folder(environ: Mapping[str, str]) -> Path:
+    """code-server's own data folder for an environment: its heartbeat file (touched while
+    any browser tab is open) and its logs (``coder-logs``) go there, whatever
+    ``--user-data-dir`` says: ``$XDG_DATA_HOME/code-server``, else
+    ``~/.local/share/code-server``."""
+    base = environ.get("XDG_DATA_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(base) / "code-server"
+
+
 def url_host(bind: str) -> str:
     """The host to reach ``bind`` from this machine, bracketed for IPv6."""
     try:

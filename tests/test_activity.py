@@ -13,10 +13,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import psutil
 import pytest
 
-from interactive.activity import CpuSampler, FileSampler, GpuSampler, visible_gpus
+from interactive.activity import CpuSampler, FileSampler, GpuSampler, own_writes, visible_gpus
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 FOREVER = "while True: pass\n"
@@ -104,6 +105,109 @@ def test_large_trees_are_bounded(workspace: Path, caplog: pytest.LogCaptureFixtu
     assert sampler.sample(0.0).value == 5.0
     assert sampler.sample(1.0).value == 5.0
     assert len([r for r in caplog.records if "only the first 5" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("excluded", [True, False])
+def test_excluded_files_and_folders_are_not_activity(workspace: Path, excluded: bool) -> None:
+    log_file, state = workspace / "run.log", workspace / "state"
+    log_file.write_text("start\n")
+    state.mkdir()
+    sampler = FileSampler(workspace, exclude=lambda: [log_file, state] if excluded else [])
+    sampler.sample(0.0)
+    with log_file.open("a") as handle:
+        handle.write("INFO interactive.monitor: activity: none\n")
+    (state / "heartbeat").write_text("")
+    assert sampler.sample(1.0).active is not excluded
+    bump(workspace / "train.py")  # the user's edit still counts
+    assert sampler.sample(2.0).active
+
+
+def test_podcode_files_in_vscode_are_not_activity(workspace: Path) -> None:
+    (workspace / ".vscode" / "podcode").mkdir(parents=True)
+    sampler = FileSampler(workspace, exclude=list)
+    sampler.sample(0.0)
+    (workspace / ".vscode" / "podcode-session.json").write_text("{}")
+    (workspace / ".vscode" / "podcode" / "debug_again.py").write_text("")
+    assert not sampler.sample(1.0).active
+    (workspace / ".vscode" / "launch.json").write_text("{}")
+    assert sampler.sample(2.0).active
+
+
+def test_own_writes_names_logging_files_home_and_code_servers_data(tmp_path: Path) -> None:
+    handler = logging.FileHandler(tmp_path / "podcode.log", delay=True)
+    logger = logging.getLogger("tests.activity.own-writes")
+    logger.addHandler(handler)
+    try:
+        found = own_writes({"PODCODE_HOME": str(tmp_path / "h"), "HOME": str(tmp_path / "u")})
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert tmp_path / "podcode.log" in found
+    assert tmp_path / "h" in found
+    assert tmp_path / "u" / ".local" / "share" / "code-server" in found
+    xdg = own_writes({"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert tmp_path / "data" / "code-server" in xdg
+
+
+OWN_LOG = """
+import logging, os, sys, time
+from pathlib import Path
+from interactive.activity import FileSampler
+
+workspace = Path(sys.argv[1])
+sampler = FileSampler(workspace)
+sampler.sample(0.0)
+for _ in range(3):
+    logging.getLogger("interactive.monitor").warning("idle monitor: still waiting")
+    print("a print of the waiting task", flush=True)
+    time.sleep(0.02)
+quiet = sampler.sample(1.0).active
+stat = (workspace / "train.py").stat()
+os.utime(workspace / "train.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+edited = sampler.sample(2.0).active
+os.write(int(sys.argv[2]), f"{quiet} {edited}".encode())
+"""
+
+
+def test_podcode_writing_its_log_into_the_workspace_is_not_activity(workspace: Path) -> None:
+    """``python job.py > run.log 2>&1`` in the workspace: a real process, real descriptors."""
+    read, write = os.pipe()
+    with open(workspace / "run.log", "w") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-c", OWN_LOG, str(workspace), str(write)], stdout=log_file,
+            stderr=subprocess.STDOUT, pass_fds=(write,),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    os.close(write)
+    with os.fdopen(read) as answer:
+        result = answer.read()
+    assert child.wait(60) == 0, (workspace / "run.log").read_text()
+    assert "still waiting" in (workspace / "run.log").read_text()  # the log did grow
+    assert result == "False True"  # its own log is not activity; an edit is
+
+
+@pytest.mark.codeserver
+async def test_code_servers_heartbeat_in_the_workspace_is_not_activity(
+    code_server_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The workspace is the home folder: code-server's heartbeat file lands inside it."""
+    home = tmp_path / "workspace"  # the factory's workspace
+    home.mkdir(exist_ok=True)
+    (home / "train.py").write_text("x = 1\n")
+    environ = {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share")}
+    server = code_server_factory(env=environ)
+    await server.start()
+    heartbeat = home / ".local" / "share" / "code-server" / "heartbeat"
+    watched = FileSampler(home, exclude=lambda: own_writes(environ))
+    naive = FileSampler(home, exclude=list)
+    watched.sample(0.0)
+    naive.sample(0.0)
+    before = heartbeat.stat().st_mtime_ns if heartbeat.exists() else None
+    async with aiohttp.ClientSession() as client, client.get(f"{server.url}login") as page:
+        assert page.status == 200  # any request but /healthz beats the heart
+    wait_until(lambda: heartbeat.exists() and heartbeat.stat().st_mtime_ns != before)
+    assert naive.sample(1.0).active  # the heartbeat did change in the workspace
+    assert not watched.sample(1.0).active
 
 
 # -- CPU -------------------------------------------------------------------------
