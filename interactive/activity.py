@@ -1,5 +1,8 @@
 """Activity samplers: files in the workspace, CPU of the user's processes, GPU use.
 
+GPU use lives in :mod:`interactive.gpu`; :class:`GpuSampler` and
+:func:`visible_gpus` are re-exported here.
+
 Each sampler answers ``sample(now) -> Sample`` and never raises for an
 ordinary condition (a process that vanished, no GPU). The first reading of a
 sampler is its baseline and never counts as activity. Samplers are blocking
@@ -22,10 +25,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psutil
 
+from interactive.gpu import GpuSampler, visible_gpus
 from interactive.idle import Sample
 from interactive.settings import podcode_home
 from interactive.types import Environ
@@ -33,6 +37,8 @@ from interactive.workspace import SKIP_DIRS, SKIP_PATHS
 from server_bootstrap.launch import data_folder
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["CpuSampler", "FileSampler", "GpuSampler", "Sampler", "own_writes", "visible_gpus"]
 
 MAX_FILES = 20000
 """Files stamped per workspace scan; a larger tree is watched in part (logged once)."""
@@ -297,112 +303,3 @@ def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: floa
     if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - 1.0):
         return cpu
     return 0.0
-
-
-# -- GPU utilisation (NVML) ------------------------------------------------------
-
-
-def visible_gpus(environ: Environ) -> list[str] | None:
-    """The GPUs this process may use, as NVML indices or UUID prefixes; None: all.
-
-    ``CUDA_VISIBLE_DEVICES`` wins (indices or ``GPU-``/``MIG-`` UUIDs; like CUDA,
-    the list stops at the first invalid entry; empty or ``-1``: none). Inside a
-    container NVML already sees only the GPUs the runtime gave it, so
-    ``NVIDIA_VISIBLE_DEVICES`` is used only when it lists UUIDs.
-    """
-    cuda = environ.get("CUDA_VISIBLE_DEVICES")
-    if cuda is not None:
-        chosen: list[str] = []
-        for item in (part.strip() for part in cuda.split(",")):
-            if item.isdigit() or item.upper().startswith(("GPU-", "MIG-")):
-                chosen.append(item)
-            else:
-                break
-        return chosen
-    nvidia = [part.strip() for part in environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",")]
-    uuids = [item for item in nvidia if item.upper().startswith(("GPU-", "MIG-"))]
-    return uuids or None
-
-
-@dataclass
-class GpuSampler:
-    """Active when a visible GPU's utilisation is above ``idle_percent``.
-
-    Without NVML (no driver, no GPU: any ``pynvml.NVMLError``) it says "no GPU"
-    once in the log and reports nothing from then on. ``nvml`` is the
-    ``pynvml`` module (from nvidia-ml-py); tests pass a fake one.
-    """
-
-    idle_percent: float
-    environ: Environ = field(default_factory=lambda: dict(os.environ))
-    nvml: Any = None
-    _handles: list[Any] | None = field(default=None, init=False)
-    _disabled: bool = field(default=False, init=False)
-
-    def sample(self, now: float) -> Sample:
-        handles = self._open()
-        readings = [percent for percent in map(self._utilization, handles) if percent is not None]
-        if not readings:
-            return Sample("gpu", False, None, "")
-        busiest = max(readings)
-        active = busiest > self.idle_percent
-        return Sample("gpu", active, busiest, f"GPU {busiest:.0f}%" if active else "")
-
-    def close(self) -> None:
-        if self._handles is not None and not self._disabled:
-            try:
-                self.nvml.nvmlShutdown()
-            except Exception:  # shutting down is best effort
-                logger.debug("nvmlShutdown failed", exc_info=True)
-        self._handles = None
-
-    def _open(self) -> list[Any]:
-        if self._disabled:
-            return []
-        if self._handles is None:
-            try:
-                self._handles = self._select(self._init())
-            except Exception as exc:  # pynvml.NVMLError and its subclasses, or no pynvml
-                self._disable(f"NVML is not available ({type(exc).__name__}: {exc})")
-                return []
-            if not self._handles:
-                self.close()
-                self._disable("no visible GPU")
-        return self._handles or []
-
-    def _init(self) -> Any:
-        if self.nvml is None:
-            import pynvml
-
-            self.nvml = pynvml
-        self.nvml.nvmlInit()
-        return self.nvml
-
-    def _select(self, nvml: Any) -> list[Any]:
-        devices = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            devices.append((str(index), _text(nvml.nvmlDeviceGetUUID(handle)), handle))
-        wanted = visible_gpus(self.environ)
-        if wanted is None:
-            return [handle for _, _, handle in devices]
-        return [
-            handle
-            for index, uuid, handle in devices
-            if any(want == index or uuid.upper().startswith(want.upper()) for want in wanted)
-        ]
-
-    def _utilization(self, handle: Any) -> float | None:
-        try:
-            return float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        except Exception:  # NVMLError_NotSupported on MIG devices, a GPU that fell off
-            logger.debug("no utilisation reading for a GPU", exc_info=True)
-            return None
-
-    def _disable(self, why: str) -> None:
-        self._disabled = True
-        logger.info("no GPU: %s; GPU utilisation is not watched", why)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -107,7 +107,8 @@ def default_deps(
     samplers: list[Sampler] = [
         FileSampler(Path(workspace), exclude=functools.partial(own_writes, environ)),
         CpuSampler(settings.cpu_idle_percent, ide_pids=ide_pids, scope=scope),
-        GpuSampler(settings.gpu_idle_percent, environ=environ),
+        GpuSampler(settings.gpu_idle_percent, environ=environ,
+                   dcgm_url=getattr(settings, "dcgm_url", None), note=state.note),
     ]
     notifier = build_notifier(
         settings.owner, state, environ=environ,

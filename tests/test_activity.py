@@ -1,4 +1,4 @@
-"""Activity samplers against real files and real processes, and a fake NVML."""
+"""Activity samplers against real files and real processes (GPUs: test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 import psutil
 import pytest
 
-from interactive.activity import CpuSampler, FileSampler, GpuSampler, own_writes, visible_gpus
+from interactive.activity import CpuSampler, FileSampler, own_writes
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 FOREVER = "while True: pass\n"
@@ -342,135 +341,3 @@ def test_ide_processes_are_excluded_but_what_runs_in_its_terminal_counts(
     sampler.sample(0.0)
     wait_until(lambda: cpu_of(own_pid if busy == "own" else shell_pid) >= 0.5)
     assert sampler.sample(2.0).active is counts  # counted, it would be >= 25 %
-
-
-# -- GPU -------------------------------------------------------------------------
-
-
-class FakeNvml:
-    """The part of pynvml the sampler uses, with its error hierarchy."""
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's name
-        pass
-
-    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
-        pass
-
-    def __init__(self, gpus: list[tuple[str, float | None]] | None = None,
-                 missing: bool = False) -> None:
-        self.gpus = gpus or []
-        self.missing = missing
-        self.calls: list[str] = []
-
-    def nvmlInit(self) -> None:  # noqa: N802
-        self.calls.append("init")
-        if self.missing:
-            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-
-    def nvmlShutdown(self) -> None:  # noqa: N802
-        self.calls.append("shutdown")
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
-        return index
-
-    def nvmlDeviceGetUUID(self, handle: int) -> bytes:  # noqa: N802
-        return self.gpus[handle][0].encode()  # older nvidia-ml-py returns bytes
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:  # noqa: N802
-        percent = self.gpus[handle][1]
-        if percent is None:
-            raise self.NVMLError_NotSupported("Not Supported")
-        return SimpleNamespace(gpu=percent, memory=0)
-
-
-GPUS: list[tuple[str, float | None]] = [("GPU-aaaa-1111", 0.0), ("GPU-bbbb-2222", 80.0),
-                                        ("GPU-cccc-3333", None)]
-
-
-def test_no_nvml_is_said_once_and_then_stays_out_of_the_way(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    nvml = FakeNvml(missing=True)
-    sampler = GpuSampler(5.0, environ={}, nvml=nvml)
-    caplog.set_level(logging.INFO, logger="interactive.activity")
-    for now in range(5):
-        sample = sampler.sample(float(now))
-        assert (sample.active, sample.value) == (False, None)
-    assert nvml.calls == ["init"]
-    said = [r.getMessage() for r in caplog.records if "no GPU" in r.getMessage()]
-    assert len(said) == 1 and "NVMLError_LibraryNotFound" in said[0]
-    sampler.close()
-    assert nvml.calls == ["init"]
-
-
-def test_real_nvml_never_raises() -> None:
-    """On a machine without a GPU this is the LibraryNotFound case; with one, a reading."""
-    sampler = GpuSampler(5.0, environ=dict(os.environ))
-    sample = sampler.sample(0.0)
-    sampler.close()
-    assert sample.source == "gpu"
-    assert sample.value is None or 0.0 <= sample.value <= 100.0
-
-
-def test_busy_gpu_is_activity_and_the_busiest_is_reported() -> None:
-    nvml = FakeNvml(GPUS)
-    sampler = GpuSampler(5.0, environ={}, nvml=nvml)
-    sample = sampler.sample(0.0)
-    assert sample.active and sample.value == 80.0
-    sampler.close()
-    assert nvml.calls == ["init", "shutdown"]
-
-
-@pytest.mark.parametrize(
-    ("environ", "value"),
-    [
-        ({"CUDA_VISIBLE_DEVICES": "0"}, 0.0),
-        ({"CUDA_VISIBLE_DEVICES": "1"}, 80.0),
-        ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, 80.0),  # a UUID prefix, as CUDA allows
-        ({"CUDA_VISIBLE_DEVICES": "0,2"}, 0.0),  # no reading from a MIG-like device
-        ({"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "GPU-bbbb-2222"}, 0.0),
-        ({"NVIDIA_VISIBLE_DEVICES": "GPU-aaaa-1111"}, 0.0),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, 80.0),
-    ],
-)
-def test_only_visible_gpus_count(environ: dict[str, str], value: float) -> None:
-    sample = GpuSampler(5.0, environ=environ, nvml=FakeNvml(GPUS)).sample(0.0)
-    assert sample.value == value
-    assert sample.active is (value > 5.0)
-
-
-@pytest.mark.parametrize("hidden", ["", "-1", "none"])
-def test_no_visible_gpu(hidden: str) -> None:
-    nvml = FakeNvml(GPUS)
-    sampler = GpuSampler(5.0, environ={"CUDA_VISIBLE_DEVICES": hidden}, nvml=nvml)
-    assert sampler.sample(0.0).value is None
-    assert sampler.sample(1.0).value is None
-    assert nvml.calls == ["init", "shutdown"]
-
-
-def test_idle_gpu_below_the_threshold() -> None:
-    sample = GpuSampler(50.0, environ={}, nvml=FakeNvml([("GPU-x", 40.0)])).sample(0.0)
-    assert (sample.active, sample.value) == (False, 40.0)
-
-
-@pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        ({}, None),
-        ({"CUDA_VISIBLE_DEVICES": "0,1"}, ["0", "1"]),
-        ({"CUDA_VISIBLE_DEVICES": "1,-1,0"}, ["1"]),
-        ({"CUDA_VISIBLE_DEVICES": " GPU-ab , MIG-cd "}, ["GPU-ab", "MIG-cd"]),
-        ({"CUDA_VISIBLE_DEVICES": ""}, []),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, None),
-        ({"NVIDIA_VISIBLE_DEVICES": "0,1"}, None),
-        ({"NVIDIA_VISIBLE_DEVICES": "GPU-ab,GPU-cd"}, ["GPU-ab", "GPU-cd"]),
-    ],
-)
-def test_visible_gpus(environ: dict[str, str], expected: list[str] | None) -> None:
-    assert visible_gpus(environ) == expected
