@@ -171,7 +171,8 @@ class GpuSampler:
     _disabled: bool = field(default=False, init=False)
     _said: set[str] = field(default_factory=set, init=False)
     _last_seen: dict[str, int] = field(default_factory=dict, init=False)
-    _device_level: set[str] = field(default_factory=set, init=False)
+    _device_level: dict[str, str] = field(default_factory=dict, init=False)
+    """GPUs read device-level although the pids match, and why (by UUID)."""
 
     def sample(self, now: float) -> Sample:
         gpus = self._open()
@@ -253,13 +254,14 @@ class GpuSampler:
                 gpu.handle, self._last_seen.get(gpu.uuid, 0)
             )
         except self.nvml.NVMLError as exc:
-            if _code(exc) in (NVML_ERROR_NOT_FOUND, 0):  # no sample since the last reading
-                samples = []
-            elif _code(exc) == NVML_ERROR_NOT_SUPPORTED:
-                self._device_level.add(gpu.uuid)
+            code = _code(exc)
+            if code not in (NVML_ERROR_NOT_FOUND, 0):  # else: no sample since last time
+                self._device_level[gpu.uuid] = (
+                    "NVML has no per-process samples on it" if code == NVML_ERROR_NOT_SUPPORTED
+                    else f"NVML's per-process samples cannot be read ({type(exc).__name__})"
+                )
                 return None
-            else:
-                raise
+            samples = []
         busiest: dict[int, int] = {}
         for sample in samples:
             stamp = int(sample.timeStamp)
@@ -274,10 +276,8 @@ class GpuSampler:
 
     def _device(self, gpu: Gpu, pids: set[int] | None) -> float:
         reading = float(self.nvml.nvmlDeviceGetUtilizationRates(gpu.handle).gpu)
-        why = (
-            "NVML has no per-process samples on it" if pids is not None
-            else self.processes.reason or "this process's ids cannot be matched to NVML's"
-        )
+        why = self._device_level.get(gpu.uuid) if pids is not None else None
+        why = why or self.processes.reason or "this process's ids cannot be matched to NVML's"
         self._say(
             f"GPU activity of {gpu.name}: the whole GPU's utilisation (NVML), since {why}; "
             "other processes on this GPU count as activity too"

@@ -22,8 +22,10 @@ from typing import Any
 import pynvml
 import pytest
 
-SUCCESS, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE, DRIVER_NOT_LOADED = 0, 3, 6, 7, 9
+SUCCESS, NOT_SUPPORTED, NO_PERMISSION, NOT_FOUND, INSUFFICIENT_SIZE = 0, 3, 4, 6, 7
+DRIVER_NOT_LOADED = 9
 MESSAGES = {NOT_SUPPORTED: b"Not Supported", NOT_FOUND: b"Not Found",
+            NO_PERMISSION: b"Insufficient Permissions",
             INSUFFICIENT_SIZE: b"Insufficient Size", DRIVER_NOT_LOADED: b"Driver Not Loaded"}
 
 
@@ -55,7 +57,8 @@ class Device:
     processes: list[Process] = field(default_factory=list)
     slices: list[Slice] | None = None
     mig_enabled: bool = True
-    per_process: bool = True
+    process_error: int = SUCCESS
+    """What ``nvmlDeviceGetProcessUtilization`` answers instead of samples, if anything."""
 
 
 def _error_string(code: int) -> bytes:
@@ -161,9 +164,11 @@ class FakeLibrary:
         self, handle: Any, samples: Any, count: Any, last_seen: Any
     ) -> int:
         target = self._target(handle)
-        if isinstance(target, tuple) or not target.per_process:
+        if isinstance(target, tuple):
             return NOT_SUPPORTED
         self.calls.append(f"processes {target.uuid}")
+        if target.process_error != SUCCESS:
+            return target.process_error
         fresh = [p for p in target.processes if p.stamp > last_seen.value]
         if not fresh:
             return NOT_FOUND

@@ -14,7 +14,16 @@ from interactive import dcgm
 from interactive.gpu import GpuSampler, visible_gpus
 from interactive.pidns import ProcessView, in_root_namespace, nspid
 from tests.codeserver_fixture import Files
-from tests.fake_nvml import DRIVER_NOT_LOADED, Device, FakeLibrary, Process, Slice, install
+from tests.fake_nvml import (
+    DRIVER_NOT_LOADED,
+    NO_PERMISSION,
+    NOT_SUPPORTED,
+    Device,
+    FakeLibrary,
+    Process,
+    Slice,
+    install,
+)
 
 PARENT = "GPU-5f2c0a44-0000-0000-0000-00000000000a"
 SLICES = [Slice("MIG-11111111-aaaa-5555-8888-000000000001", slot=0, gpu_instance=7),
@@ -86,16 +95,25 @@ def test_a_container_with_its_own_ids_falls_back_to_the_device(
     assert "other processes on this GPU count" in note
 
 
-def test_no_per_process_support_falls_back_to_the_device(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    ("error", "why"),
+    [(NOT_SUPPORTED, "NVML has no per-process samples on it"),
+     (NO_PERMISSION, "per-process samples cannot be read (NVMLError_NoPermission)")],
+)
+def test_no_per_process_samples_falls_back_to_the_device(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, error: int, why: str
 ) -> None:
-    device = Device("GPU-aaaa", utilization=33, per_process=False)
-    gpus = sampler(monkeypatch, [device], fake_proc(tmp_path, HOST, [100]))
+    notes: list[str] = []
+    device = Device("GPU-aaaa", utilization=33, process_error=error)
+    gpus = sampler(monkeypatch, [device], fake_proc(tmp_path, HOST, [100]), note=notes.append)
     assert gpus.sample(0.0).value == 33.0
     assert gpus.sample(1.0).value == 33.0
     library = pynvml.nvmlLib
     assert isinstance(library, FakeLibrary)
-    assert library.calls.count("device GPU-aaaa") == 2  # not asked per process twice
+    assert library.calls.count("processes GPU-aaaa") == 1  # asked once, then device-level
+    assert library.calls.count("device GPU-aaaa") == 2
+    (note,) = notes
+    assert why in note and "the whole GPU's utilisation" in note
 
 
 @pytest.mark.parametrize("own", [[100], [7]], ids=["per-process", "device-level"])
