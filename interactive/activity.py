@@ -45,6 +45,9 @@ MAX_FILES = 20000
 OWN_THREAD_PREFIXES = ("podcode", "pydevd")
 """Python threads whose CPU is podcode's or debugpy's, never the user's."""
 SCOPES = ("user", "tree")
+BIRTH_SLACK_SECONDS = 2.0
+"""A process's start time as psutil computes it can read up to a second early (the
+kernel's boot time is in whole seconds): one born since the last reading may look older."""
 
 
 class Sampler(Protocol):
@@ -300,6 +303,6 @@ def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: floa
     """CPU seconds since the last reading; a thread or process born since counts from its start."""
     if key in previous:
         return max(0.0, cpu - previous[key])
-    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - 1.0):
+    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - BIRTH_SLACK_SECONDS):
         return cpu
     return 0.0
