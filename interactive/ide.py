@@ -30,8 +30,6 @@ async def start_ide(
     home: Path,
     port: int,
     password: str | None,
-    control_url: str,
-    token: str,
     note: Callable[[str], None],
     installing: Callable[[], None] = lambda: None,
     launching: Callable[[], None] = lambda: None,
@@ -43,6 +41,11 @@ async def start_ide(
     the ways to provide code-server, is logged and shown in the status notes.
     ``installing`` is called before code-server is installed (when it is not found),
     ``launching`` once it is about to be spawned (or will not be).
+
+    The control URL and token are not handed to code-server: its environment is
+    readable in ``/proc`` for the life of every process it starts (terminals included).
+    The companion extension reads them from the ``0600`` workspace file
+    ``.vscode/podcode-session.json`` instead.
     """
     try:
         if settings.ide == "none":
@@ -66,7 +69,6 @@ async def start_ide(
                 port=port,
                 data_dir=home / "code-server",
                 password=password,
-                env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
                 extensions=list(settings.extensions),
                 companion=True,
             )

@@ -31,7 +31,7 @@ from interactive.peers import Peers, PeerSampler, process_identity, rank_home, s
 from interactive.peers import current as current_peers
 from interactive.ports import bind_free, free_port, url_of
 from interactive.resume import ArgShape, Resume, plan_resume
-from interactive.settings import Settings, podcode_home
+from interactive.settings import Settings, ensure_home, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
 from interactive.workspace import Snapshot
@@ -48,11 +48,12 @@ MAIL_TIMEOUT_SECONDS = 20.0
 """How long a successful task waits for the "here is your fix" email before it returns."""
 
 
-def make_home(home: Path) -> None:
-    """``$PODCODE_HOME`` (0700), or a :class:`SessionError` that says how to fix it."""
+def make_home(home: Path, inner: Path) -> None:
+    """``$PODCODE_HOME`` and this session's folder in it (0700), or a :class:`SessionError`
+    that says how to fix it."""
     try:
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        probe = home / f".probe-{os.getpid()}"
+        ensure_home(home, inner)
+        probe = inner / f".probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
@@ -186,7 +187,7 @@ class Session:
         meanwhile and the status says the IDE is on its way."""
         started = time.perf_counter()
         self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
-        make_home(self.home)
+        make_home(self.base_home, self.home)
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
         self.config_root = self._config_root()
@@ -268,8 +269,6 @@ class Session:
                 home=self.home,
                 port=free_port(bind, self.settings.port, "port"),
                 password=self.password,
-                control_url=self.endpoints.control_url,
-                token=self.token,
                 note=self.state.note,
                 installing=installing,
                 launching=launching,
