@@ -35,6 +35,7 @@ import functools
 import gc
 import inspect
 import logging
+import os
 import sys
 import types
 from collections import defaultdict
@@ -149,8 +150,10 @@ def modules_of(path: Path) -> list[types.ModuleType]:
     found = []
     for module in list(sys.modules.values()):
         filename = getattr(module, "__file__", None)
-        if isinstance(module, types.ModuleType) and filename and _resolved(filename) == wanted:
-            found.append(module)
+        if not isinstance(module, types.ModuleType) or not isinstance(filename, str):
+            continue
+        if os.path.basename(filename) == path.name and _resolved(filename) == wanted:
+            found.append(module)  # the name first: resolving every module's path is slow
     return found
 
 
