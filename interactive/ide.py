@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from interactive.identity import own_session_id
 from interactive.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ async def start_ide(
                 env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
                 extensions=list(settings.extensions),
                 companion=True,
+                marker=own_session_id(),  # the watchdog ends every process carrying it
             )
             launching.set()
             await server.start()

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import queue
 import secrets
+import shutil
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interactive import configure, postmortem, record
-from interactive.capture import CaptureReport, save_inputs
+from interactive.capture import CaptureReport, save_session_inputs
 from interactive.configure import TaskRef
 from interactive.errors import ResumeConflict
 from interactive.ide import Ide, start_ide
@@ -31,6 +32,7 @@ from interactive.ports import bind_free, free_port, url_of
 from interactive.settings import Settings, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
+from interactive.watchdog import Watchdog, start_watchdog
 from interactive.workspace import Snapshot
 
 if TYPE_CHECKING:
@@ -166,7 +168,9 @@ class Session:
 
         self._control = ControlServer(self, self.token, control_sock)
         self._loop.call(self._control.start())
-        self.capture = save_inputs(self.task.name, fn, args, kwargs, self.home)
+        self.capture = save_session_inputs(
+            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes
+        )
         for name in self.capture.failed:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
@@ -183,6 +187,8 @@ class Session:
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
+        paths = record.record_paths(self.home, self.base_home)
+        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
         self.endpoints.code_server_url = self.ide.url if self.ide else None
         if self.ide is not None:
             self._loop.spawn(self.ide.supervise(), "ide-supervisor")
@@ -372,10 +378,13 @@ class Session:
         self._write_record(data)
 
     def _write_record(self, data: dict[str, Any]) -> None:
-        """This rank's ``session.json``; the leader's also where the CLI looks first."""
-        record.write_session(self.home, data)
-        if self.leader and self.home != self.base_home:
-            record.write_session(self.base_home, data)
+        """The session's own record; a rank's also in its rank folder; and the home's
+        ``session.json`` while this session holds it (the first one, the ranks' leader)."""
+        record.write_session(record.session_dir(self.home), data)
+        if self.home != self.base_home:
+            record.write_session(self.home, data)
+        if self.leader:
+            record.write_claimed(self.base_home, data)
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice."""
@@ -402,6 +411,11 @@ class Session:
             **process_identity(),
         }
         self._write_record(ended)
+        if final_state == "done":  # kept after a failure, an abort, a cleanup, for debugging
+            shutil.rmtree(record.session_dir(self.home), ignore_errors=True)
         if self.peers is not None:
             self.peers.release()
         set_in_session(False)
+        watchdog, self._watchdog = getattr(self, "_watchdog", None), None
+        if watchdog is not None:
+            watchdog.stop()
