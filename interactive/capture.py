@@ -289,14 +289,20 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
 
 
 def _preferred_sessions(home: Path, environ: Mapping[str, str]) -> list[Path]:
-    """This process's session, then the session whose IDE started this process."""
+    """This process's session, then the session whose IDE started this process (in
+    ``home``, or in a rank's folder of it)."""
     named = [own_session_id(), environ.get(SESSION_VARIABLE, "")]
-    return [record.session_dir(home, name) for name in dict.fromkeys(named) if name]
+    folders = []
+    for name in dict.fromkeys(n for n in named if n):
+        folders.append(record.session_dir(home, name))
+        folders.extend(sorted(home.glob(f"rank-*/{record.SESSIONS}/{name}")))
+    return folders
 
 
 def _captures(home: Path) -> list[Path]:
-    """Every capture folder in ``home``, newest first."""
+    """Every capture folder in ``home`` (its ranks' included), newest first."""
     manifests = [*home.glob(f"{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
+                 *home.glob(f"rank-*/{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
                  *home.glob(f"{INPUTS}/*/manifest.json")]
 
     def created(path: Path) -> float:

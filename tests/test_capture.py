@@ -151,3 +151,14 @@ def test_a_new_capture_replaces_those_of_processes_gone(podcode_home: Path) -> N
     assert not other_task.exists() and other_task.parent.joinpath("other.task").exists()
     assert live.exists()
     assert load_inputs("t", podcode_home) == ((4,), {})
+
+
+def test_a_rank_s_capture_is_found_from_the_pod_s_home(
+    podcode_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSION_VARIABLE, raising=False)
+    _capture_in(podcode_home / "rank-0", "11-1", 1)
+    _capture_in(podcode_home / "rank-1", "22-2", 2)
+    assert load_inputs("t", podcode_home) == ((2,), {})
+    monkeypatch.setenv(SESSION_VARIABLE, "11-1")  # a terminal of rank 0's VS Code
+    assert load_inputs("t", podcode_home) == ((1,), {})
