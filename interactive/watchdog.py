@@ -271,9 +271,10 @@ def start_watchdog(
     marker: tuple[str, str] | None = None,
     poll_seconds: float = POLL_SECONDS,
     grace_seconds: float = GRACE_SECONDS,
-) -> Watchdog:
+) -> Watchdog | None:
     """Watch this process for the session whose records are ``records`` (its own first);
-    ``marker`` defaults to the session's (:data:`SESSION_VARIABLE` = its id)."""
+    ``marker`` defaults to the session's (:data:`SESSION_VARIABLE` = its id). None, with a
+    warning, when the watchdog cannot be started: the session opens all the same."""
     me = process_identity()
     orders = Orders(
         me["pid"], me["started"], marker or (SESSION_VARIABLE, own_session_id()),
@@ -288,9 +289,11 @@ def start_watchdog(
             cwd=package_root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             pass_fds=(read_fd,), start_new_session=True,
         )
-    except BaseException:
+    except OSError as exc:
         os.close(write_fd)
-        raise
+        log.warning("no watchdog for this session (%s): if this process is killed, its "
+                    "IDE's processes are left running", exc)
+        return None
     finally:
         os.close(read_fd)
     log.debug("watchdog %d watches process %d", proc.pid, orders.pid)

@@ -202,3 +202,11 @@ def test_a_clean_close_stops_the_watchdog_and_ends_nothing(task: Callable[[str],
     time.sleep(1.0)  # what a watchdog would have done by now, it did not do
     assert len(marked(running.session)) == 2
     assert all(data["token"] == "tok-1" for data in running.records())
+
+
+def test_a_watchdog_that_cannot_start_does_not_stop_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    assert watchdog.start_watchdog([tmp_path / "session.json"]) is None
+    assert "no watchdog for this session" in caplog.text
