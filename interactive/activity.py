@@ -1,13 +1,19 @@
 """Activity samplers: files in the workspace, CPU of the user's processes, GPU use.
 
+GPU use lives in :mod:`interactive.gpu`; :class:`GpuSampler` and
+:func:`visible_gpus` are re-exported here.
+
 Each sampler answers ``sample(now) -> Sample`` and never raises for an
 ordinary condition (a process that vanished, no GPU). The first reading of a
 sampler is its baseline and never counts as activity. Samplers are blocking
 and cheap; the monitor runs them on its own thread.
 
 What is *not* activity: an open but untouched browser tab (code-server's
-heartbeat file is touched as long as any tab is open, so it is never read),
-podcode's own threads, debugpy's threads and code-server's own processes.
+heartbeat file is touched as long as any tab is open, so it is never read,
+even when the workspace contains it), what podcode and code-server write
+themselves (podcode's log file when stdout or stderr goes to a file in the
+workspace, ``$PODCODE_HOME``, code-server's data folder), podcode's own
+threads, debugpy's threads and code-server's own processes.
 """
 
 from __future__ import annotations
@@ -19,21 +25,29 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import psutil
 
+from interactive.gpu import GpuSampler, visible_gpus
 from interactive.idle import Sample
+from interactive.settings import podcode_home
 from interactive.types import Environ
-from interactive.workspace import SKIP_DIRS
+from interactive.workspace import SKIP_DIRS, SKIP_PATHS
+from server_bootstrap.launch import data_folder
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["CpuSampler", "FileSampler", "GpuSampler", "Sampler", "own_writes", "visible_gpus"]
 
 MAX_FILES = 20000
 """Files stamped per workspace scan; a larger tree is watched in part (logged once)."""
 OWN_THREAD_PREFIXES = ("podcode", "pydevd")
 """Python threads whose CPU is podcode's or debugpy's, never the user's."""
 SCOPES = ("user", "tree")
+BIRTH_SLACK_SECONDS = 2.0
+"""A process's start time as psutil computes it can read up to a second early (the
+kernel's boot time is in whole seconds): one born since the last reading may look older."""
 
 
 class Sampler(Protocol):
@@ -45,6 +59,42 @@ class Sampler(Protocol):
 # -- workspace files -------------------------------------------------------------
 
 
+def own_writes(environ: Environ | None = None) -> list[Path]:
+    """Files and folders that podcode and code-server write by themselves, never the user.
+
+    The files this process's stdout and stderr go to (``python job.py > run.log
+    2>&1``: podcode's own log lines land there while the session waits) and those
+    of its logging file handlers; ``$PODCODE_HOME`` (session records, code-server's
+    user data); code-server's data folder (its heartbeat file, touched while any
+    tab is open, and its logs), which is inside the workspace when the workspace
+    contains ``$HOME``.
+    """
+    environ = os.environ if environ is None else environ
+    found = [podcode_home(environ), data_folder(environ)]
+    for fd in (1, 2):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/") and not target.startswith("/dev/"):
+            found.append(Path(target.removesuffix(" (deleted)")))
+    for logger_ in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger_, "handlers", ()):
+            if isinstance(handler, logging.FileHandler):
+                found.append(Path(handler.baseFilename))
+    return found
+
+
+def _relative_to(root: str, paths: Iterable[Path]) -> set[str]:
+    """The ``paths`` that lie inside ``root``, relative to it (real paths compared)."""
+    inside = set()
+    for path in paths:
+        relative = os.path.relpath(os.path.realpath(path), root)
+        if relative != "." and not relative.startswith(".." + os.sep) and relative != "..":
+            inside.add(relative)
+    return inside
+
+
 @dataclass
 class FileSampler:
     """Active when any file under ``root`` was added, changed or removed since last time.
@@ -52,13 +102,17 @@ class FileSampler:
     Stat-based and bounded: tool folders (``.git``, ``node_modules``,
     ``__pycache__``...) are skipped, symbolic links are not followed and at most
     ``max_files`` files are looked at. Keeps one number per scan, not a list.
+    What ``exclude()`` names (files or folders; by default :func:`own_writes`) and
+    podcode's own files in ``.vscode`` are never looked at.
     """
 
     root: Path
     max_files: int = MAX_FILES
     skip: frozenset[str] = SKIP_DIRS
+    exclude: Callable[[], Iterable[Path]] = own_writes
     _signature: int | None = field(default=None, init=False)
     _warned: bool = field(default=False, init=False)
+    _excluded: frozenset[str] = field(default=frozenset(), init=False)
 
     def sample(self, now: float) -> Sample:
         signature, count = self._scan()
@@ -74,6 +128,8 @@ class FileSampler:
         return signature, count
 
     def _files(self) -> Iterator[tuple[str, os.stat_result]]:
+        real_root = os.path.realpath(self.root)
+        self._excluded = frozenset(_relative_to(real_root, self.exclude())) | SKIP_PATHS
         count = 0
         stack = [""]
         while stack:
@@ -84,6 +140,8 @@ class FileSampler:
                 continue
             for entry in entries:
                 rel = os.path.join(rel_dir, entry.name)
+                if rel in self._excluded:
+                    continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if entry.name not in self.skip:
@@ -245,115 +303,6 @@ def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: floa
     """CPU seconds since the last reading; a thread or process born since counts from its start."""
     if key in previous:
         return max(0.0, cpu - previous[key])
-    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - 1.0):
+    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - BIRTH_SLACK_SECONDS):
         return cpu
     return 0.0
-
-
-# -- GPU utilisation (NVML) ------------------------------------------------------
-
-
-def visible_gpus(environ: Environ) -> list[str] | None:
-    """The GPUs this process may use, as NVML indices or UUID prefixes; None: all.
-
-    ``CUDA_VISIBLE_DEVICES`` wins (indices or ``GPU-``/``MIG-`` UUIDs; like CUDA,
-    the list stops at the first invalid entry; empty or ``-1``: none). Inside a
-    container NVML already sees only the GPUs the runtime gave it, so
-    ``NVIDIA_VISIBLE_DEVICES`` is used only when it lists UUIDs.
-    """
-    cuda = environ.get("CUDA_VISIBLE_DEVICES")
-    if cuda is not None:
-        chosen: list[str] = []
-        for item in (part.strip() for part in cuda.split(",")):
-            if item.isdigit() or item.upper().startswith(("GPU-", "MIG-")):
-                chosen.append(item)
-            else:
-                break
-        return chosen
-    nvidia = [part.strip() for part in environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",")]
-    uuids = [item for item in nvidia if item.upper().startswith(("GPU-", "MIG-"))]
-    return uuids or None
-
-
-@dataclass
-class GpuSampler:
-    """Active when a visible GPU's utilisation is above ``idle_percent``.
-
-    Without NVML (no driver, no GPU: any ``pynvml.NVMLError``) it says "no GPU"
-    once in the log and reports nothing from then on. ``nvml`` is the
-    ``pynvml`` module (from nvidia-ml-py); tests pass a fake one.
-    """
-
-    idle_percent: float
-    environ: Environ = field(default_factory=lambda: dict(os.environ))
-    nvml: Any = None
-    _handles: list[Any] | None = field(default=None, init=False)
-    _disabled: bool = field(default=False, init=False)
-
-    def sample(self, now: float) -> Sample:
-        handles = self._open()
-        readings = [percent for percent in map(self._utilization, handles) if percent is not None]
-        if not readings:
-            return Sample("gpu", False, None, "")
-        busiest = max(readings)
-        active = busiest > self.idle_percent
-        return Sample("gpu", active, busiest, f"GPU {busiest:.0f}%" if active else "")
-
-    def close(self) -> None:
-        if self._handles is not None and not self._disabled:
-            try:
-                self.nvml.nvmlShutdown()
-            except Exception:  # shutting down is best effort
-                logger.debug("nvmlShutdown failed", exc_info=True)
-        self._handles = None
-
-    def _open(self) -> list[Any]:
-        if self._disabled:
-            return []
-        if self._handles is None:
-            try:
-                self._handles = self._select(self._init())
-            except Exception as exc:  # pynvml.NVMLError and its subclasses, or no pynvml
-                self._disable(f"NVML is not available ({type(exc).__name__}: {exc})")
-                return []
-            if not self._handles:
-                self.close()
-                self._disable("no visible GPU")
-        return self._handles or []
-
-    def _init(self) -> Any:
-        if self.nvml is None:
-            import pynvml
-
-            self.nvml = pynvml
-        self.nvml.nvmlInit()
-        return self.nvml
-
-    def _select(self, nvml: Any) -> list[Any]:
-        devices = []
-        for index in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            devices.append((str(index), _text(nvml.nvmlDeviceGetUUID(handle)), handle))
-        wanted = visible_gpus(self.environ)
-        if wanted is None:
-            return [handle for _, _, handle in devices]
-        return [
-            handle
-            for index, uuid, handle in devices
-            if any(want == index or uuid.upper().startswith(want.upper()) for want in wanted)
-        ]
-
-    def _utilization(self, handle: Any) -> float | None:
-        try:
-            return float(self.nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-        except Exception:  # NVMLError_NotSupported on MIG devices, a GPU that fell off
-            logger.debug("no utilisation reading for a GPU", exc_info=True)
-            return None
-
-    def _disable(self, why: str) -> None:
-        self._disabled = True
-        logger.info("no GPU: %s; GPU utilisation is not watched", why)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from interactive.checkpoint import folder_name
-from interactive.hashing import hash_inputs
+from interactive.hashing import FORMAT, hash_inputs
 from interactive.store import Chunk, Store, StoreError
 
 logger = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ MAGIC = b"PODCODE-CACHE\x01"
 ALIGN = 64
 """Parts start on this boundary, so arrays loaded from them are aligned."""
 MAX_PARTS = 1 << 20
-KEY_FORMAT = b"podcode-cache-key/1"
+KEY_FORMAT = b"podcode-cache-key/2:" + FORMAT
+"""The input hash's algorithm is part of every key: a new one makes old entries misses."""
 
 
 class CorruptEntry(Exception):

@@ -1,12 +1,28 @@
 """torch.distributed around a debug session: break the group on failure, re-form it on resume.
 
 When one rank fails, the others soon block in a collective that waits for it
-(for 30 minutes by default, on GPUs). So before the failed rank's session
-opens, podcode aborts the default process group: the peers' pending
-collectives fail at once ("connection closed by peer"), and each peer opens
-its own session at the collective it was in. On resume, every rank re-forms
-the group with the same backend, rank and world size, under a fresh store
-prefix, then runs its task again.
+(10 minutes by default with NCCL, 30 with gloo). So before the failed rank's
+session opens, podcode aborts the default process group, and each peer opens
+its own session at the collective it was in when that fails. On resume, every
+rank re-forms the group with the same backend, rank and world size, under a
+fresh store prefix, then runs its task again.
+
+How the group is broken depends on its backend:
+
+- gloo: ``_abort_process_group()``, else ``destroy_process_group()``; either
+  closes the connections, so the peers' pending collectives fail at once
+  ("connection closed by peer").
+- NCCL: the communicators are aborted (``ncclCommAbort`` through
+  ``_abort_process_group()``, or the ``ProcessGroupNCCL`` backend's ``abort()``
+  on older torch), never only destroyed: destroying an NCCL group whose
+  collectives are pending waits for them, that is for the peers that wait for
+  this rank. A peer connected over the network sees its connections drop, and
+  its watchdog reports the error; a peer on the same node (NVLink, shared
+  memory) may see nothing until its watchdog's timeout. Either way the
+  watchdog then handles the error as ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` says:
+  :func:`prefer_raised_nccl_errors` sets it to ``2`` (abort the communicator,
+  raise the error in the rank's code, where a session opens) instead of
+  torchrun's ``1`` or torch's default ``3``, which kill the process.
 
 torch is never imported here: only a process that already uses
 ``torch.distributed`` is touched.
@@ -18,6 +34,7 @@ import datetime
 import logging
 import os
 import sys
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +42,11 @@ log = logging.getLogger(__name__)
 
 REFORM_TIMEOUT = datetime.timedelta(minutes=10)
 """How long the re-formed group waits for every rank to resume."""
+NCCL_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+RAISE_NCCL_ERRORS = "2"
+"""Abort the communicator and raise the error in the rank's code; keep the process."""
+TORCHRUN_DEFAULT = "1"
+"""What torchrun's agent sets when its own environment does not say (abort, then kill)."""
 
 
 @dataclass
@@ -45,6 +67,26 @@ def _dist() -> Any:
     return dist
 
 
+def prefer_raised_nccl_errors(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Ask NCCL's watchdog to raise its errors in the rank instead of killing the process.
+
+    Sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=2`` when it is unset, or ``1`` under
+    torchrun (the value torchrun's agent sets when told nothing). A value the user
+    chose otherwise is kept. ProcessGroupNCCL reads it when the group is created:
+    this must run before ``init_process_group`` (the decorator calls it). True when
+    it set the variable.
+    """
+    environ = os.environ if environ is None else environ
+    current = environ.get(NCCL_ERROR_HANDLING)
+    under_torchrun = "TORCHELASTIC_RUN_ID" in environ
+    if current is not None and not (under_torchrun and current == TORCHRUN_DEFAULT):
+        return False
+    environ[NCCL_ERROR_HANDLING] = RAISE_NCCL_ERRORS
+    log.debug("%s=%s: an NCCL error or timeout raises in the rank instead of killing it",
+              NCCL_ERROR_HANDLING, RAISE_NCCL_ERRORS)
+    return True
+
+
 def abort_group() -> bool:
     """Abort the default process group so peers blocked on this rank fail fast."""
     global _aborted
@@ -52,24 +94,52 @@ def abort_group() -> bool:
     if dist is None or dist.get_world_size() < 2:
         return False
     aborted = _Aborted(str(dist.get_backend()), dist.get_rank(), dist.get_world_size())
-    try:
-        dist.distributed_c10d._abort_process_group()
-    except Exception:  # older torch: no abort; destroying closes the connections too
-        log.debug("abort of the process group failed; destroying it", exc_info=True)
-        try:
-            dist.destroy_process_group()
-        except Exception:
-            log.exception("could not break the process group; peers wait for its timeout")
-            return False
+    how = break_group(dist, aborted.backend)
+    if how is None:
+        return False
     _aborted = aborted
     log.warning(
-        "rank %d: process group (%s, %d ranks) aborted so the other ranks stop waiting on "
+        "rank %d: process group (%s, %d ranks) %s so the other ranks stop waiting on "
         "this one; it is re-formed when the session resumes",
         aborted.rank,
         aborted.backend,
         aborted.world_size,
+        how,
     )
+    if aborted.backend.lower() == "nccl" and os.environ.get(NCCL_ERROR_HANDLING) != "2":
+        log.warning(
+            "%s=%s: a rank whose NCCL collective fails or times out is killed by its watchdog "
+            "instead of opening a session (podcode sets 2 when it is unset)",
+            NCCL_ERROR_HANDLING, os.environ.get(NCCL_ERROR_HANDLING, "unset, torch's default 3"),
+        )
     return True
+
+
+def break_group(dist: Any, backend: str) -> str | None:
+    """Break the default group without waiting on its peers; how it was done, or None."""
+    c10d = dist.distributed_c10d
+    abort = getattr(c10d, "_abort_process_group", None)
+    if abort is not None:
+        try:
+            abort()
+            return "aborted"
+        except Exception:
+            log.debug("_abort_process_group failed", exc_info=True)
+    if backend.lower() == "nccl":
+        # Destroying an NCCL group with pending collectives waits for them: abort first.
+        try:
+            torch = sys.modules["torch"]
+            c10d._get_default_group()._get_backend(torch.device("cuda")).abort()
+        except Exception:
+            log.exception("could not abort the NCCL communicators; the other ranks wait for "
+                          "their watchdog's timeout")
+            return None
+    try:
+        dist.destroy_process_group()  # gloo: closes its connections; NCCL: after the abort
+    except Exception:
+        log.exception("could not break the process group; peers wait for its timeout")
+        return None
+    return "aborted" if backend.lower() == "nccl" else "destroyed"
 
 
 def reform_group() -> bool:

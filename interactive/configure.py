@@ -73,8 +73,11 @@ def write_configurations(
     debug: tuple[str, int],
     control: dict[str, str],
     ranks: Sequence[RankEndpoint] = (),
+    source: Path | None = None,
 ) -> Path:
-    """Render launch.json, settings.json, the re-run script and the companion's session file.
+    """Render launch.json, settings.json, the re-run script and the companion's session file
+    into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
+    another folder when the source is read-only).
 
     With ``ranks`` (a distributed task), one attach configuration per local rank and a
     compound that attaches to all of them replace the single attach configuration.
@@ -82,7 +85,27 @@ def write_configurations(
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
     with _locked(folder / "podcode"):
-        return _write(folder, workspace, task, home, debug, control, ranks)
+        return _write(folder, source or workspace, task, home, debug, control, ranks)
+
+
+def writable(folder: Path) -> bool:
+    """Whether the debug configurations (and the engineer's fixes) can be written here."""
+    probe = folder / ".vscode"
+    try:
+        probe.mkdir(exist_ok=True)
+        test = probe / f".podcode-probe-{os.getpid()}"
+        test.write_bytes(b"")
+        test.unlink()
+    except OSError:
+        return False
+    return True
+
+
+def write_code_workspace(home: Path, folders: Sequence[Path]) -> Path:
+    """A ``.code-workspace`` file that opens ``folders`` together in the IDE."""
+    path = home / "podcode.code-workspace"
+    write_json(path, {"folders": [{"path": str(folder)} for folder in folders]}, mode=0o600)
+    return path
 
 
 def _write(
@@ -121,13 +144,23 @@ def _write(
     ours_settings = vscode.workspace_settings(python=sys.executable)
     write_json(settings, vscode.merge_settings(_read_json(settings), ours_settings))
     write_json(folder / SESSION_FILE, {**control, "task": task.name}, mode=0o600)
-    ignore = folder / ".gitignore"
-    if not ignore.exists():
-        header = "# written by podcode: session secrets and generated scripts"
-        ignore.write_text(f"{header}\n{SESSION_FILE}\npodcode/\n")
+    _ignore_ours(folder / ".gitignore")
     return launch
+
+
+def _ignore_ours(ignore: Path) -> None:
+    """Keep the session's secrets and scripts out of git, in the user's own file too."""
+    lines = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
+    missing = [entry for entry in (SESSION_FILE, "podcode/") if entry not in lines]
+    if not missing:
+        return
+    header = [] if lines else ["# written by podcode: session secrets and generated scripts"]
+    text = "\n".join([*lines, *header, *missing]) + "\n"
+    ignore.write_text(text, encoding="utf-8")
 
 
 def remove_session_file(workspace: Path) -> None:
     """The companion's token is useless once the session ends: remove it."""
-    (workspace / ".vscode" / SESSION_FILE).unlink(missing_ok=True)
+    path = workspace / ".vscode" / SESSION_FILE
+    if path.exists():
+        path.unlink()

@@ -2,17 +2,28 @@
 
 ``GET /healthz`` is open; everything under ``/api/`` needs
 ``Authorization: Bearer <token>``, compared in constant time.
+
+Bounded and quiet: a connection must deliver each request head within
+``head_timeout`` (of connecting, or of its previous request), and a body
+within ``body_timeout``, or it is closed (a client that sends half a request
+cannot hold a connection). aiohttp's own error logging goes through
+:class:`OneLineFilter`: a malformed request is one line that names its kind,
+never its bytes (which may carry the token), and no traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import logging
 import socket
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from interactive.errors import ResumeConflict
 from interactive.peers import PEER_HEADER
@@ -23,6 +34,13 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MAX_KEEPALIVE_SECONDS = 7 * 24 * 3600
+HEAD_TIMEOUT_SECONDS = 10.0
+"""Time a connection gets to send a complete request head (after connecting or after its
+previous request); then it is closed."""
+BODY_TIMEOUT_SECONDS = 10.0
+"""Time a request gets to send its body once its head arrived; then 408 and closed."""
+LINGER_SECONDS = 2.0
+"""How long an unread body is drained after the response before the connection closes."""
 
 
 class Controls(Protocol):
@@ -30,7 +48,8 @@ class Controls(Protocol):
 
     state: SessionState
 
-    def resume(self, peer: bool = False) -> None: ...  # ResumeConflict when not waiting
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        """What the resume will patch; ResumeConflict when it cannot resume."""
 
     def abort(self, peer: bool = False) -> None: ...
 
@@ -42,22 +61,32 @@ class Controls(Protocol):
 def _authorized(request: web.Request, token: str) -> bool:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
+    # Undecodable bytes arrive as surrogates: compare them as the bytes they were.
     return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
+        given.strip().encode("utf-8", "surrogateescape"), token.encode()
     )
 
 
 def _auth_middleware(token: str, state: SessionState) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/api/"):
-            if not _authorized(request, token):
-                return web.json_response({"error": "missing or wrong bearer token"}, status=401)
-            if request.method != "GET":
-                # Reading the status is not activity: the companion extension polls it
-                # from any open browser tab, and an untouched tab must not keep a GPU.
-                state.touch()
-        return await handler(request)
+        guard = request.protocol if isinstance(request.protocol, GuardedHandler) else None
+        if guard is not None:
+            guard.request_started()
+        try:
+            if request.path.startswith("/api/"):
+                if not _authorized(request, token):
+                    return web.json_response(
+                        {"error": "missing or wrong bearer token"}, status=401
+                    )
+                if request.method != "GET":
+                    # Reading the status is not activity: the companion extension polls it
+                    # from any open browser tab, and an untouched tab must not keep a GPU.
+                    state.touch()
+            return await handler(request)
+        finally:
+            if guard is not None:
+                guard.request_finished()
 
     return middleware
 
@@ -67,11 +96,18 @@ def _from_peer(request: web.Request) -> bool:
     return request.headers.get(PEER_HEADER) == "1"
 
 
-async def _json_body(request: web.Request) -> dict[str, Any]:
+async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
     if not request.can_read_body:
         return {}
     try:
-        body = await request.json()
+        raw = await asyncio.wait_for(request.read(), timeout)
+    except asyncio.TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text='{"error": "the body did not arrive in time"}',
+            content_type="application/json", headers={"Connection": "close"},
+        ) from None
+    try:
+        body = json.loads(raw)
     except ValueError:
         raise web.HTTPBadRequest(
             text='{"error": "body is not JSON"}', content_type="application/json"
@@ -83,7 +119,9 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def build_app(controls: Controls, token: str) -> web.Application:
+def build_app(
+    controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS
+) -> web.Application:
     state = controls.state
 
     async def healthz(request: web.Request) -> web.Response:
@@ -94,13 +132,13 @@ def build_app(controls: Controls, token: str) -> web.Application:
 
     async def resume(request: web.Request) -> web.Response:
         try:
-            controls.resume(peer=_from_peer(request))
+            planned = controls.resume(peer=_from_peer(request))
         except ResumeConflict as exc:
             return web.json_response({"error": str(exc), "state": state.state}, status=409)
-        return web.json_response({"state": "resuming"}, status=202)
+        return web.json_response({"state": "resuming", **(planned or {})}, status=202)
 
     async def keepalive(request: web.Request) -> web.Response:
-        body = await _json_body(request)
+        body = await _json_body(request, body_timeout)
         seconds = body.get("seconds", 3600)
         if (
             isinstance(seconds, bool)
@@ -114,7 +152,7 @@ def build_app(controls: Controls, token: str) -> web.Application:
         return web.json_response({"reap_at": reap_at, "keepalive_until": state.keepalive_until})
 
     async def activity(request: web.Request) -> web.Response:
-        body = await _json_body(request)
+        body = await _json_body(request, body_timeout)
         log.debug("activity reported: %s", body.get("kind", "unknown"))
         return web.json_response({"ok": True})
 
@@ -132,20 +170,117 @@ def build_app(controls: Controls, token: str) -> web.Application:
     return app
 
 
+class OneLineFilter(logging.Filter):
+    """Rewrites aiohttp's server log records: one line, nothing the client sent.
+
+    A malformed request (aiohttp's ``HttpProcessingError``: bad request line,
+    header or length) becomes "malformed request from PEER answered 400
+    (BadHttpMessage)". Any other exception keeps its traceback's frames but
+    loses its message, which may quote a header.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "control API: malformed request from %s answered %d (%s)"
+            record.args = (peer, exc.code or 400, type(exc).__name__)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        elif exc is not None:
+            record.msg = "control API: %s while handling a request from %s"
+            record.args = (type(exc).__name__, peer)
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+            record.exc_info, record.exc_text = None, f"Traceback:\n{frames}{type(exc).__name__}"
+        record.msg = " ".join(str(record.msg).split()) if exc is None else record.msg
+        return True
+
+
+http_log = logging.getLogger(f"{__name__}.http")
+"""The logger aiohttp's request handlers write to (filtered by :class:`OneLineFilter`)."""
+http_log.addFilter(OneLineFilter())
+
+
+class GuardedHandler(web.RequestHandler):
+    """aiohttp's connection handler with a deadline for each request head.
+
+    The deadline runs from the connection's start and again from the end of each
+    request; the request's arrival at the application stops it. When it passes,
+    the connection is closed: a client sending half a request (slowloris) or an
+    idle connection is cut off.
+    """
+
+    def __init__(self, manager: web.Server, *, head_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self.head_timeout = head_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def request_started(self) -> None:
+        self._disarm()
+
+    def request_finished(self) -> None:
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _expire(self) -> None:
+        self._head_timer = None
+        log.debug("control API: no complete request within %gs; closing the connection",
+                  self.head_timeout)
+        self.force_close()
+
+
 class ControlServer:
     """Runs the API on an already-bound socket; ``url`` is where it answers."""
 
-    def __init__(self, controls: Controls, token: str, sock: socket.socket) -> None:
+    def __init__(
+        self,
+        controls: Controls,
+        token: str,
+        sock: socket.socket,
+        *,
+        head_timeout: float = HEAD_TIMEOUT_SECONDS,
+        body_timeout: float = BODY_TIMEOUT_SECONDS,
+    ) -> None:
         self._runner = web.AppRunner(
-            build_app(controls, token), handle_signals=False, access_log=None
+            build_app(controls, token, body_timeout), handle_signals=False, access_log=None
         )
         self._sock = sock
+        self._head_timeout = head_timeout
+        self._listener: asyncio.AbstractServer | None = None
         self.url = url_of(sock)
 
     async def start(self) -> None:
         await self._runner.setup()
-        await web.SockSite(self._runner, self._sock).start()
+        manager = self._runner.server
+        assert manager is not None
+        loop = asyncio.get_running_loop()
+
+        def connection() -> GuardedHandler:
+            return GuardedHandler(
+                manager, loop=loop, head_timeout=self._head_timeout, access_log=None,
+                logger=http_log, lingering_time=LINGER_SECONDS,
+            )
+
+        self._listener = await loop.create_server(connection, sock=self._sock)
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         await self._runner.cleanup()
         self._sock.close()

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from interactive import collective
 from interactive.configure import TaskRef
 from interactive.context import current_task
 from interactive.resume import RAW_ATTRIBUTE
@@ -52,6 +53,8 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     docs/configuration.md. Settings are checked now, when the decorator is applied.
     """
     checked = build_settings(settings)
+    if is_enabled():  # before the task's init_process_group, which reads it
+        collective.prefer_raised_nccl_errors()
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         _check_callable(function)

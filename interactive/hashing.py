@@ -3,8 +3,9 @@
 The same inputs give the same hash in every process, on every machine: no
 ``hash()`` (salted per process for ``str``), no object ids, no pickle (whose
 bytes depend on set order). Every value is written as a typed, length-prefixed
-record into one BLAKE2b hash; large NumPy arrays feed their raw buffer without
-copying.
+record into one BLAKE3 hash; large NumPy arrays feed their raw buffer without
+copying, hashed on every core by BLAKE3 itself (its tree mode: the digest is the same
+whatever the number of threads).
 
 Rules (also in docs/fault-tolerance.md):
 
@@ -28,27 +29,24 @@ import datetime
 import decimal
 import enum
 import fractions
-import hashlib
 import math
-import os
 import pathlib
 import struct
 import sys
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from blake3 import blake3
 
 from interactive.errors import PodcodeError
 
-FORMAT = b"podcode-hash/1"
-"""Changes whenever the encoding changes, so old cache keys can never collide."""
-DIGEST_SIZE = 32
-CHUNK_BYTES = 8 * 1024 * 1024
-"""Large buffers are hashed as a list of BLAKE2b digests of chunks this big."""
-PARALLEL_BYTES = 4 * CHUNK_BYTES
-"""Buffers from this size on are hashed in chunks, in parallel."""
+ALGORITHM = "blake3"
+FORMAT = b"podcode-hash/2-" + ALGORITHM.encode()
+"""Changes whenever the encoding or the algorithm changes, so old cache keys never collide."""
+PARALLEL_BYTES = 1024 * 1024
+"""Buffers from this size on are hashed on several threads (BLAKE3 decides how many)."""
 
 
 class UnhashableInput(PodcodeError, TypeError):
@@ -92,7 +90,7 @@ def hash_inputs(
     """
     labels = list(names or ())
     labels += [f"args[{i}]" for i in range(len(labels), len(args))]
-    hasher = hashlib.blake2b(FORMAT, digest_size=DIGEST_SIZE)
+    hasher = blake3(FORMAT)
     _int(hasher, len(args))
     for label, value in zip(labels, args, strict=False):
         hasher.update(_digest_argument(label, value))
@@ -127,7 +125,7 @@ class _Walker:
         self._open: set[int] = set()
 
     def digest(self, value: object, where: str) -> bytes:
-        hasher = hashlib.blake2b(digest_size=DIGEST_SIZE)
+        hasher = blake3()
         self.feed(hasher, value, where)
         return hasher.digest()
 
@@ -214,25 +212,15 @@ _SCALARS: dict[type, Callable[[Any, Any], None]] = {
 
 
 def _buffer(hasher: Any, data: Any) -> None:
-    """Feed a flat byte buffer; a large one is hashed in fixed chunks on several threads.
-
-    The chunk size is part of the format, the number of threads is not: the
-    digest is the same on every machine.
-    """
+    """Feed a flat byte buffer; BLAKE3 hashes a large one on several threads."""
     size = len(data)
     _int(hasher, size)
     if size < PARALLEL_BYTES:
         hasher.update(data)
         return
-    chunks = [data[start : start + CHUNK_BYTES] for start in range(0, size, CHUNK_BYTES)]
-    workers = max(1, min(len(chunks), os.cpu_count() or 1, 8))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="podcode-hash") as pool:
-        for digest in pool.map(_chunk_digest, chunks):
-            hasher.update(digest)
-
-
-def _chunk_digest(chunk: Any) -> bytes:
-    return hashlib.blake2b(chunk, digest_size=DIGEST_SIZE).digest()
+    big = blake3(max_threads=blake3.AUTO)
+    big.update(data)
+    hasher.update(big.digest())
 
 
 # -- composites ----------------------------------------------------------------------

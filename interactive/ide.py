@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -32,31 +31,38 @@ async def start_ide(
     home: Path,
     port: int,
     password: str | None,
-    control_url: str,
-    token: str,
     note: Callable[[str], None],
-    launching: threading.Event | None = None,
+    installing: Callable[[], None] = lambda: None,
+    launching: Callable[[], None] = lambda: None,
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``.
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
-    ``launching`` is set once code-server is about to be spawned (or will not be).
+    ``installing`` is called before code-server is installed (when it is not found),
+    ``launching`` once it is about to be spawned (or will not be).
+
+    The control URL and token are not handed to code-server: its environment is
+    readable in ``/proc`` for the life of every process it starts (terminals included).
+    The companion extension reads them from the ``0600`` workspace file
+    ``.vscode/podcode-session.json`` instead.
     """
-    launching = launching or threading.Event()
     try:
         if settings.ide == "none":
             return None
         from server_bootstrap.config import CodeServerConfig
         from server_bootstrap.errors import BootstrapError
         from server_bootstrap.launch import CodeServer
-        from server_bootstrap.locate import ensure_code_server
+        from server_bootstrap.locate import ensure_code_server, find_code_server
 
         loop = asyncio.get_running_loop()
         try:
             config = CodeServerConfig.from_environ()
-            binary = await loop.run_in_executor(None, ensure_code_server, config)
+            binary = await loop.run_in_executor(None, find_code_server, config)
+            if binary is None:
+                installing()
+                binary = await loop.run_in_executor(None, ensure_code_server, config)
             server = CodeServer(
                 binary,
                 workspace=workspace,
@@ -64,12 +70,11 @@ async def start_ide(
                 port=port,
                 data_dir=home / "code-server",
                 password=password,
-                env={"PODCODE_CONTROL_URL": control_url, "PODCODE_TOKEN": token},
                 extensions=list(settings.extensions),
                 companion=True,
                 marker=own_session_id(),  # the watchdog ends every process carrying it
             )
-            launching.set()
+            launching()
             await server.start()
         except BootstrapError as exc:
             message = (
@@ -81,4 +86,4 @@ async def start_ide(
         log.info("code-server serves %s at %s", workspace, server.url)
         return server
     finally:
-        launching.set()
+        launching()

@@ -20,6 +20,7 @@ the loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import socket
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from interactive.activity import CpuSampler, FileSampler, GpuSampler, Sampler
+from interactive.activity import CpuSampler, FileSampler, GpuSampler, Sampler, own_writes
 from interactive.idle import (
     Activity,
     IdleWarning,
@@ -104,9 +105,10 @@ def default_deps(
     environ = dict(os.environ) if environ is None else environ
     scope = "user" if environ.get("KUBERNETES_SERVICE_HOST") else "tree"
     samplers: list[Sampler] = [
-        FileSampler(Path(workspace)),
+        FileSampler(Path(workspace), exclude=functools.partial(own_writes, environ)),
         CpuSampler(settings.cpu_idle_percent, ide_pids=ide_pids, scope=scope),
-        GpuSampler(settings.gpu_idle_percent, environ=environ),
+        GpuSampler(settings.gpu_idle_percent, environ=environ,
+                   dcgm_url=getattr(settings, "dcgm_url", None), note=state.note),
     ]
     notifier = build_notifier(
         settings.owner, state, environ=environ,

@@ -186,6 +186,10 @@ class EmailNotifier:
         message["Message-ID"] = make_msgid(domain=self.sender.rpartition("@")[2] or None)
         message.set_content(rendered.text)
         message.add_alternative(rendered.html, subtype="html")
+        for filename, content in rendered.attachments:
+            message.add_attachment(
+                content, maintype="text", subtype="x-diff", filename=filename
+            )
         return message
 
     def tls_context(self) -> ssl.SSLContext:

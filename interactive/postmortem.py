@@ -86,6 +86,8 @@ class PostMortem:
             self._thread.start()
 
     def stop(self) -> None:
+        if self._thread is None:
+            return  # never presented: debugpy may not even listen
         self._stop.set()
         self._excinfo = None
         import debugpy

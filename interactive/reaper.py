@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from interactive.notify import Notifier
 from interactive.state import SessionState
 from interactive.types import Hook
+from interactive.workspace import git_prefix
 from vscode_config.mail import FinalMail
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class WorkspaceChanges(Protocol):
 
     def changed(self) -> list[str]: ...
 
-    def diff(self) -> str: ...
+    def diff(self, paths: list[str] | None = None, prefix: str = "") -> str: ...
 
 
 class EditStore(Protocol):
@@ -176,9 +177,18 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 
 def edits_folder(task: str, when: float) -> str:
     """``edits/<task>/<YYYYmmddTHHMMSSZ>`` (the task name made path-safe)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task).strip("._") or "task"
     stamp = datetime.fromtimestamp(when, tz=timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return f"edits/{safe}/{stamp}"
+    return f"{_task_edits(task)}/{stamp}"
+
+
+def latest_patch(task: str) -> str:
+    """``edits/<task>/latest.diff``: the last patch saved for the task (``podcode edits``)."""
+    return f"{_task_edits(task)}/latest.diff"
+
+
+def _task_edits(task: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", task).strip("._") or "task"
+    return f"edits/{safe}"
 
 
 async def _save(
@@ -204,7 +214,9 @@ def save_edits(
         else:
             store.put_file(f"{folder}/files/{Path(rel).as_posix()}", path)
             copied.append(rel)
-    store.put_bytes(f"{folder}/changes.diff", snapshot.diff().encode())
+    patch = snapshot.diff(prefix=git_prefix(snapshot.root)).encode()
+    store.put_bytes(f"{folder}/changes.diff", patch)
+    store.put_bytes(f"{latest_patch(task)}", patch)
     manifest = _manifest(task, snapshot.root, when, copied, deleted, report.skipped)
     store.put_bytes(f"{folder}/manifest.json", manifest)
     url = store.url_for(folder)

@@ -20,6 +20,7 @@ from interactive.types import ExcInfo
 from interactive.warmup import settle, warm_up
 
 if TYPE_CHECKING:
+    from interactive.resume import Resume
     from interactive.session import Session
 
 log = logging.getLogger(__name__)
@@ -159,56 +160,85 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
     from interactive.session import Command, Session
 
     ref = call.ref
-    session = Session(ref, call.settings, workspace_for(ref, call.settings))
     if excinfo is not None:
         log.error(
             "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
         )
-    if excinfo is not None:
         collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
+    session = Session(ref, call.settings, workspace_for(ref, call.settings))
     unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
     final = "failed"
     try:
-        session.open(excinfo, call.fn, call.args, call.kwargs)
+        try:
+            session.open(excinfo, call.fn, call.args, call.kwargs)
+        except Exception as exc:
+            return _without_session(call, excinfo, exc)
         _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
-        while True:
-            command = session.wait()
-            if command.kind == "abort":
-                _raise_original(excinfo, ref)
-            if command.kind == "reaped":
-                cause = excinfo[1] if excinfo else None
-                raise Reaped(
-                    f"{ref.name}: session cleaned up after being idle", command.detail
-                ) from cause
-            if command.kind == "preempted":
-                _leave_if_preempted(call, session.save_edits)
-            done, value = _resume(call, session)
-            if done:
-                final = "done"
-                return value
-            excinfo = value
-            collective.abort_group()
-            session.reopen(value)
+        value = _serve(call, session, excinfo)
+        final = "done"
+        return value
     finally:
         unregister()
         session.close(final)
 
 
-def _resume(call: Call, session: Session) -> tuple[bool, Any]:
-    """Reload what changed, run the task again: (True, result) or (False, new excinfo)."""
-    from interactive.resume import changed_modules, find_task, reload_modules
+def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:
+    """Wait for commands; the resumed task's value once it succeeds."""
+    while True:
+        command = session.wait()
+        if command.kind == "abort":
+            _raise_original(excinfo, call.ref)
+        if command.kind == "reaped":
+            cause = excinfo[1] if excinfo else None
+            raise Reaped(
+                f"{call.ref.name}: session cleaned up after being idle", command.detail
+            ) from cause
+        if command.kind == "preempted":
+            _leave_if_preempted(call, session.save_edits)
+        done, value = _resume(call, session, command.detail)
+        if done:
+            session.deliver_fix()
+            return value
+        excinfo = value
+        collective.abort_group()
+        session.reopen(value)
 
-    changed = [session.workspace / rel for rel in session.reload_base().changed()]
-    args, kwargs = _inputs(call, session)
+
+def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Any:
+    """podcode could not open the session: the task's own outcome, and one line why."""
+    why = f"podcode could not open a debug session for {call.ref.name}: {problem}"
+    if excinfo is None:  # mode="startup": no failure to show, run the task as it is
+        log.warning("%s; the task runs without one", why)
+        return call.fn(*call.args, **call.kwargs)
+    log.error("%s", why)
+    error = excinfo[1]
+    notes = getattr(error, "__notes__", None)
+    if hasattr(error, "add_note"):
+        error.add_note(why)
+    elif isinstance(notes, list):  # Python 3.10: no add_note, same attribute
+        notes.append(why)
+    else:
+        error.__notes__ = [why]
+    raise error.with_traceback(excinfo[2])
+
+
+def _resume(call: Call, session: Session, planned: Resume | None) -> tuple[bool, Any]:
+    """Patch the edits in, run the task again: (True, result) or (False, new excinfo)."""
     session.running()
     try:
-        reload_modules(changed_modules(changed, call.ref.module, session.workspace))
-        task = find_task(call.ref, call.fn)
+        summary = "no code changed"
+        if planned is not None:
+            planned.plan.apply()
+            session.patched(planned)
+            summary = planned.plan.summary()
+        args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
         collective.reform_group()  # with the other ranks, which resume too
         print(
-            f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1})", flush=True
+            f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): "
+            f"{summary}",
+            flush=True,
         )
-        return True, task(*args, **kwargs)
+        return True, call.fn(*args, **kwargs)
     except NEVER_DEBUGGED:
         raise
     except BaseException:

@@ -10,26 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import secrets
 import shutil
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interactive import configure, postmortem, record
 from interactive.capture import CaptureReport, save_session_inputs
 from interactive.configure import TaskRef
-from interactive.errors import ResumeConflict
+from interactive.errors import ResumeConflict, SessionError
 from interactive.ide import Ide, start_ide
 from interactive.loop import LoopThread
 from interactive.peers import Peers, PeerSampler, process_identity, rank_home, set_in_session
 from interactive.peers import current as current_peers
 from interactive.ports import bind_free, free_port, url_of
-from interactive.settings import Settings, podcode_home
+from interactive.resume import ArgShape, Resume, plan_resume
+from interactive.settings import Settings, ensure_home, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
 from interactive.watchdog import Watchdog, start_watchdog
@@ -41,6 +44,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 IDE_TIMEOUT_SECONDS = 60.0
+"""How long the session waits for a code-server that is already installed to start."""
+IDE_INSTALLING = "the IDE (code-server) is being installed; it joins this session when ready"
+MAIL_TIMEOUT_SECONDS = 20.0
+"""How long a successful task waits for the "here is your fix" email before it returns."""
+
+
+def make_home(home: Path, inner: Path) -> None:
+    """``$PODCODE_HOME`` and this session's folder in it (0700), or a :class:`SessionError`
+    that says how to fix it."""
+    try:
+        ensure_home(home, inner)
+        probe = inner / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise SessionError(
+            f"PODCODE_HOME={str(home)!r} is not writable ({exc.strerror or exc}): point "
+            "PODCODE_HOME at a writable folder, such as an emptyDir volume"
+        ) from None
 
 
 def _port(url: str | None) -> int:
@@ -103,16 +125,39 @@ class Session:
         self._loop: LoopThread | None = None
         self._control: ControlServer | None = None
         self._postmortem = postmortem.PostMortem()
-        self._reload_base: Snapshot | None = None
+        self._resume_base: Snapshot | None = None
+        self._task_fn: Any = None
+        self._shape = ArgShape(0, ())
+        self.config_root = self.workspace
+        """Where the ``.vscode`` configurations are (the workspace unless it is read-only)."""
+        self._ide_launched = threading.Event()
+        self._ide_ready = threading.Event()
+        self._notifier: Any = None
+        self._recorded = False
+        self._record_lock = threading.Lock()
 
     # -- the API's controls (called on the loop thread) -------------------------------
-    def resume(self, peer: bool = False) -> None:
-        """Resume this rank and (unless a peer asked) every other local rank in a session."""
+    def resume(self, peer: bool = False) -> dict[str, Any]:
+        """Resume this rank and (unless a peer asked) every other local rank in a session.
+
+        The edits are planned now: an edit that cannot be patched in place, or inputs
+        that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
+        """
         if self.state.state not in ("waiting", "warned"):
             raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
+        assert self._resume_base is not None, "the session is not open"
+        planned = plan_resume(self._resume_base, self._task_fn, self._shape)
         self.state.set(state="resuming", reap_at=None)
-        self.commands.put(Command("resume"))
+        self.commands.put(Command("resume", planned))
         self._tell_peers("resume", peer)
+        return {
+            "patched": planned.plan.patched,
+            "not_executed": planned.plan.not_executed,
+        }
+
+    def patched(self, planned: Resume) -> None:
+        """The plan was applied: the next resume patches what changes after it."""
+        self._resume_base = planned.base
 
     def abort(self, peer: bool = False) -> None:
         self.commands.put(Command("abort"))
@@ -137,33 +182,28 @@ class Session:
     def open(
         self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> None:
-        """Capture, configure, serve and record; returns once the session waits."""
+        """Capture, configure, serve and record; returns once the session waits.
+
+        The IDE joins when it is ready: a code-server that must be installed first
+        (minutes) never holds the session back; debugpy and the control API serve
+        meanwhile and the status says the IDE is on its way."""
         started = time.perf_counter()
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
+        make_home(self.base_home, self.home)
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
+        self.config_root = self._config_root()
         bind = self.settings.bind
         control_sock = bind_free(bind, self._offset(self.settings.control_port), "control_port")
         self.endpoints.control_url = url_of(control_sock)
-        serve_ide = self.settings.ide != "none" and self.leader
-        ide_port = free_port(bind, self.settings.port, "port") if serve_ide else 0
         self._loop = LoopThread()
-        # code-server takes the longest: start it first, set up the rest while it boots.
-        launching = threading.Event()
-        ide_future = self._loop.submit(
-            start_ide(
-                self.settings if serve_ide else replace(self.settings, ide="none"),
-                workspace=self.workspace,
-                home=self.home,
-                port=ide_port,
-                password=self.password,
-                control_url=self.endpoints.control_url,
-                token=self.token,
-                note=self.state.note,
-                launching=launching,
-            )
-        )
-        launching.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+        settled = threading.Event()
+        if self.settings.ide != "none" and self.leader:
+            # code-server takes the longest: start it first, set up the rest while it boots.
+            self._loop.spawn(self._serve_ide(settled, bind), "ide")
+            settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+        paths = record.record_paths(self.home, self.base_home)
+        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
         from interactive.control import ControlServer  # aiohttp: imported while the IDE boots
 
         self._control = ControlServer(self, self.token, control_sock)
@@ -178,20 +218,18 @@ class Session:
         debug_port = free_port(bind, self._offset(self.settings.debug_port), "debug_port")
         self.endpoints.debug = postmortem.listen(bind, debug_port)
         configure.write_configurations(
-            self.workspace,
+            self.config_root,
             self.task,
             home=self.home,
             debug=self.endpoints.debug,
             control={"control_url": self.endpoints.control_url, "token": self.token},
             ranks=self._rank_endpoints(),
+            source=self.workspace,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
-        self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
-        paths = record.record_paths(self.home, self.base_home)
-        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
-        self.endpoints.code_server_url = self.ide.url if self.ide else None
-        if self.ide is not None:
-            self._loop.spawn(self.ide.supervise(), "ide-supervisor")
+        self._resume_base = self.snapshot
+        self._ide_ready.wait(IDE_TIMEOUT_SECONDS if self._ide_launched.is_set() else 0)
+        self._say_where_edits_go()
         self._arm(excinfo)
         self._loop.spawn(self._watch(), "monitor")
         log.info(
@@ -202,6 +240,73 @@ class Session:
             *self.endpoints.debug,
             f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
         )
+
+    def _config_root(self) -> Path:
+        """Where ``.vscode`` goes: the workspace, or (read-only source) a folder in the home
+        that the IDE opens beside it."""
+        if configure.writable(self.workspace):
+            return self.workspace
+        root = self.home / "ide-workspace"
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.state.note(
+            f"the source folder {self.workspace} is read-only: fixes can be made and resumed "
+            f"only where it is writable; the debug configurations are in {root}"
+        )
+        return root
+
+    async def _serve_ide(self, settled: threading.Event, bind: str) -> None:
+        """Start code-server (installing it first if need be), then supervise it."""
+        opens = self.workspace
+        if self.config_root != self.workspace:
+            opens = configure.write_code_workspace(self.home, [self.workspace, self.config_root])
+
+        def installing() -> None:
+            self.state.note(IDE_INSTALLING)
+            settled.set()
+
+        def launching() -> None:
+            self._ide_launched.set()
+            settled.set()
+
+        try:
+            ide = await start_ide(
+                self.settings,
+                workspace=opens,
+                home=self.home,
+                port=free_port(bind, self.settings.port, "port"),
+                password=self.password,
+                note=self.state.note,
+                installing=installing,
+                launching=launching,
+            )
+        finally:
+            settled.set()
+            self.state.forget(IDE_INSTALLING)
+            self._ide_ready.set()
+        if ide is None:
+            return
+        self.ide = ide
+        self.endpoints.code_server_url = ide.url
+        if self.state.state in ("waiting", "warned"):
+            self._record()  # the IDE joined a session that was already waiting
+        await ide.supervise()
+
+    def _say_where_edits_go(self) -> None:
+        """Say once, when the session opens, if a fix would not outlive the pod."""
+        from interactive.store import local_root, store_url
+
+        url = store_url()
+        if local_root(url) is None or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return
+        fallback = ", and mailed to the owner" if self.settings.owner else ""
+        message = (
+            f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
+            "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
+            "after the pod ends"
+        )
+        if message not in self.state.notes:  # once per session, not per resume
+            log.warning("%s", message)
+            self.state.note(message)
 
     def _offset(self, port: int) -> int:
         """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""
@@ -260,14 +365,14 @@ class Session:
             )
             for problem in self.pod.problems:  # e.g. a permission the Role lacks
                 self.state.note(problem)
-        ide = self.ide
         deps = default_deps(
             self.settings,
             self.state,
             workspace=self.workspace,
             pod=self.pod,
-            ide_pids=lambda: ide.pids() if ide is not None else [],
+            ide_pids=lambda: self.ide.pids() if self.ide is not None else [],
         )
+        self._notifier = deps.notifier
         if self.peers is not None:
             deps.samplers = [
                 *deps.samplers,
@@ -302,7 +407,8 @@ class Session:
         self.commands.put(Command("reaped", report.edits_url))
 
     def save_edits(self) -> str | None:
-        """Copy the engineer's edits to the store now (preemption); the store URL or None."""
+        """Copy the engineer's edits (since the session opened) to the store now; the store
+        URL, or None when nothing changed or they could not be saved."""
         if self.snapshot is None or not self.snapshot.changed():
             return None
         from interactive.reaper import CleanupReport, save_edits
@@ -316,13 +422,38 @@ class Session:
             log.exception("could not save the edits of %s", self.task.name)
             return None
 
-    def reload_base(self) -> Snapshot:
-        """The workspace as of the last reload (at first: as the session opened); re-stamped
-        now, so that the next resume reloads only what changes after this one."""
-        base = self._reload_base or self.snapshot
-        assert base is not None, "the session is not open"
-        self._reload_base = Snapshot.take(self.workspace)
-        return base
+    def deliver_fix(self) -> None:
+        """The resumed task succeeded: save the fix, say where it is, mail it to the owner."""
+        url = self.save_edits()
+        if url is None or self.snapshot is None:
+            return
+        name = self.task.name
+        print(
+            f"podcode: your fix of {name} is saved in {url}; apply it to your checkout with: "
+            f"podcode edits {name} | git apply",
+            flush=True,
+        )
+        if self._notifier is not None and self._loop is not None:
+            self._mail_fix(url, self.snapshot)
+
+    def _mail_fix(self, url: str, snapshot: Snapshot) -> None:
+        from interactive.monitor import describe_pod
+        from interactive.workspace import git_prefix
+        from vscode_config.mail import ResumedMail, render_resumed
+
+        mail = ResumedMail(
+            pod=describe_pod(self.pod, None),
+            task=self.task.name,
+            finished_at=self.clock(),
+            edits_url=url,
+            patch=snapshot.diff(prefix=git_prefix(snapshot.root)).encode(),
+            changed=snapshot.changed(),
+        )
+        assert self._loop is not None
+        try:
+            self._loop.call(self._notifier.send(render_resumed(mail)), MAIL_TIMEOUT_SECONDS)
+        except Exception as exc:  # the task succeeded: a slow mail server must not hold it
+            log.warning("the email with the fix of %s was not sent: %r", self.task.name, exc)
 
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""
@@ -364,6 +495,7 @@ class Session:
             "error": self.state.error,
             "attempt": self.state.attempt,
             "workspace": str(self.workspace),
+            "config_root": str(self.config_root),
             "control_url": self.endpoints.control_url,
             "token": self.token,
             "debug": {"host": host, "port": port},
@@ -379,43 +511,59 @@ class Session:
 
     def _write_record(self, data: dict[str, Any]) -> None:
         """The session's own record; a rank's also in its rank folder; and the home's
-        ``session.json`` while this session holds it (the first one, the ranks' leader)."""
-        record.write_session(record.session_dir(self.home), data)
-        if self.home != self.base_home:
-            record.write_session(self.home, data)
-        if self.leader:
-            record.write_claimed(self.base_home, data)
+        ``session.json`` while this session holds it (the first one, the ranks' leader).
+        The main thread and the loop (an IDE that joins late) both write: one at a time."""
+        with self._record_lock:
+            self._recorded = True
+            record.write_session(record.session_dir(self.home), data)
+            if self.home != self.base_home:
+                record.write_session(self.home, data)
+            if self.leader:
+                record.write_claimed(self.base_home, data)
 
     def close(self, final_state: str) -> None:
-        """Stop everything this session started; safe to call twice."""
+        """Stop everything this session started; safe to call twice. Every step runs, even
+        when an earlier one fails (each failure is logged once)."""
         self.state.set(state=final_state)
-        self._postmortem.stop()
         loop, self._loop = self._loop, None
+        ide, self.ide = self.ide, None
+        control = self._control
+        steps: list[tuple[str, Callable[[], object]]] = [("the debugger", self._postmortem.stop)]
         if loop is not None:
-            if self.ide is not None:
-                try:
-                    loop.call(self.ide.stop(), 30)
-                except Exception:
-                    log.exception("could not stop the IDE")
-            if self._control is not None:
-                loop.call(self._control.stop(), 10)
-            loop.stop()
+            if ide is not None:
+                steps.append(("the IDE", lambda: loop.call(ide.stop(), 30)))
+            if control is not None:
+                steps.append(("the control API", lambda: loop.call(control.stop(), 10)))
+            steps.append(("the session's tasks", loop.stop))
         if self.pod is not None:
-            self.pod.set_state(final_state)
-        configure.remove_session_file(self.workspace)
-        ended = {
-            "state": final_state,
-            "task": self.task.name,
-            "error": self.state.error,
-            "workspace": str(self.workspace),
-            **process_identity(),
-        }
-        self._write_record(ended)
+            steps.append(("the pod's label", lambda: self.pod.set_state(final_state)))
+        steps.append(
+            ("the companion's token file", lambda: configure.remove_session_file(self.config_root))
+        )
+        if self._recorded:
+            steps.append(("the session record", self._record_end))
         if final_state == "done":  # kept after a failure, an abort, a cleanup, for debugging
-            shutil.rmtree(record.session_dir(self.home), ignore_errors=True)
+            folder = record.session_dir(self.home)  # the record and the captured inputs
+            steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
         if self.peers is not None:
-            self.peers.release()
+            steps.append(("the rank's lead", self.peers.release))
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("closing the session of %s: could not stop %s", self.task.name, what)
         set_in_session(False)
         watchdog, self._watchdog = getattr(self, "_watchdog", None), None
         if watchdog is not None:
             watchdog.stop()
+
+    def _record_end(self) -> None:
+        self._write_record(
+            {
+                "state": self.state.state,
+                "task": self.task.name,
+                "error": self.state.error,
+                "workspace": str(self.workspace),
+                **process_identity(),
+            }
+        )

@@ -2,7 +2,8 @@
 
 An environment variable wins over the decorator argument, so an operator can
 tune a deployed image without editing code. Every value is checked when the
-decorator is applied; a bad one raises :class:`SettingError` naming it.
+decorator is applied, the decorator's own too when a variable overrides it;
+a bad one raises :class:`SettingError` naming it.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import ipaddress
+import logging
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +25,10 @@ from interactive.types import Environ, Hook
 MODES = ("on_failure", "startup")
 IDES = ("code-server", "none")
 AUTHS = ("password", "none")
+MIN_POLL_SECONDS = 0.1
+"""Sampling more often than this burns a core for nothing."""
 _TRUE = {"1", "true", "yes", "on"}
+log = logging.getLogger(__name__)
 _FALSE = {"0", "false", "no", "off", ""}
 
 
@@ -49,7 +55,7 @@ class Settings:
     grace_seconds: float = 600.0
     """Time between the warning and the cleanup."""
     poll_seconds: float = 10.0
-    """How often activity is sampled."""
+    """How often activity is sampled (at least 0.1)."""
     gpu_idle_percent: float = 5.0
     """GPU utilisation at or below this counts as idle."""
     cpu_idle_percent: float = 5.0
@@ -74,6 +80,9 @@ class Settings:
     """Time the preemption hooks get after SIGTERM."""
     workspace: Path | None = None
     """Folder opened in the IDE; default: the task's source folder."""
+    dcgm_url: str | None = None
+    """dcgm-exporter's metrics URL (``http://host:9400/metrics``), read for the GPU activity
+    of MIG slices, where NVML has no utilisation."""
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """Settings that were given explicitly (argument or environment)."""
 
@@ -138,6 +147,24 @@ def _positive(name: str, value: object) -> float:
     if seconds <= 0:
         raise SettingError(name, value, "expected a number of seconds > 0")
     return seconds
+
+
+def _poll(name: str, value: object) -> float:
+    seconds: float = _number(float, 0)(name, value)
+    if seconds < MIN_POLL_SECONDS:
+        raise SettingError(name, value, f"expected a number of seconds >= {MIN_POLL_SECONDS:g}")
+    return seconds
+
+
+def _http_url(name: str, value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise SettingError(name, value, "expected an http:// or https:// URL")
+    parts = urllib.parse.urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingError(name, value, "expected an http:// or https:// URL")
+    return value.strip()
 
 
 def _bind(name: str, value: object) -> str:
@@ -216,7 +243,7 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "auth": _choice(AUTHS),
     "max_idle_seconds": _positive,
     "grace_seconds": _number(float, 0),
-    "poll_seconds": _positive,
+    "poll_seconds": _poll,
     "gpu_idle_percent": _percent,
     "cpu_idle_percent": _percent,
     "owner": _optional_str,
@@ -229,6 +256,7 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "on_preempt": _hook,
     "preempt_grace_seconds": _positive,
     "workspace": _workspace,
+    "dcgm_url": _http_url,
 }
 
 
@@ -243,11 +271,25 @@ def build_settings(arguments: Mapping[str, object], environ: Environ | None = No
     values: dict[str, Any] = {}
     for name in NAMES:
         raw = environ.get(env_name(name))
+        if name in arguments:
+            given = _checked_argument(name, arguments[name], overridden=raw is not None)
+            values[name] = given
         if raw is not None:
             values[name] = PARSERS[name](name, raw)
-        elif name in arguments:
-            values[name] = PARSERS[name](name, arguments[name])
     return Settings(**values, names=tuple(values))
+
+
+def _checked_argument(name: str, value: object, overridden: bool) -> Any:
+    """The decorator's ``value``, checked even when ``PODCODE_<NAME>`` overrides it."""
+    try:
+        return PARSERS[name](name, value)
+    except SettingError as exc:
+        if not overridden:
+            raise
+        raise SettingError(
+            name, value, f"{exc.reason} (the decorator's argument is checked even though "
+            f"{env_name(name)} overrides it)"
+        ) from None
 
 
 def is_enabled(environ: Environ | None = None) -> bool:
@@ -264,3 +306,23 @@ def podcode_home(environ: Environ | None = None) -> Path:
     environ = os.environ if environ is None else environ
     raw = environ.get("PODCODE_HOME")
     return Path(raw).expanduser() if raw else Path.home() / ".podcode"
+
+
+def ensure_home(home: Path, inner: Path | None = None) -> Path:
+    """Create ``home`` with mode 0700, or tighten it to 0700 when it already exists with
+    more (it holds secrets); then create ``inner`` (a folder in it, such as a rank's)
+    with mode 0700. Returns ``inner`` or ``home``. A home that is not ours to change
+    is left as it is, with a warning."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = home.stat().st_mode & 0o777
+    if mode & 0o077:
+        try:
+            home.chmod(0o700)
+            log.info("PODCODE_HOME %s was mode %03o; tightened to 0700", home, mode)
+        except OSError as exc:
+            log.warning("PODCODE_HOME %s is mode %03o and cannot be tightened to 0700 (%s); "
+                        "session files are still 0600", home, mode, exc)
+    if inner is None:
+        return home
+    inner.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return inner

@@ -59,6 +59,12 @@ class SessionState:
             if text not in self.notes:
                 self.notes.append(text)
 
+    def forget(self, text: str) -> None:
+        """Drop a note that no longer holds (the IDE finished installing)."""
+        with self._lock:
+            if text in self.notes:
+                self.notes.remove(text)
+
     def idle_seconds(self) -> float:
         return max(0.0, self.clock() - self.last_activity)
 

@@ -206,10 +206,12 @@ def end_processes(marker: tuple[str, str], grace_seconds: float, rounds: int = 3
 
 def clear_records(orders: Orders, now: float) -> int:
     """Mark the session's records as left by a dead process, secrets cleared; the companion
-    file in the workspace removed when it holds this session's token. How many changed."""
+    file (in the workspace, or the configurations' folder beside a read-only one) removed
+    when it holds this session's token. How many changed."""
     own = record.read_record(orders.records[0]) if orders.records else None
-    if own is not None and isinstance(own.get("workspace"), str):
-        companion_path = Path(own["workspace"]) / COMPANION_FILE
+    root = (own or {}).get("config_root") or (own or {}).get("workspace")
+    if own is not None and isinstance(root, str):
+        companion_path = Path(root) / COMPANION_FILE
         companion = record.read_record(companion_path)
         if companion is not None and companion_to_remove(own, companion):
             companion_path.unlink(missing_ok=True)

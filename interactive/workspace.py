@@ -108,22 +108,48 @@ class Snapshot:
         changed |= set(self.stamps) - set(now)
         return sorted(changed)
 
-    def diff(self, paths: list[str] | None = None) -> str:
-        """A unified diff of the changed text files (binary files are named only)."""
+    def diff(self, paths: list[str] | None = None, prefix: str = "") -> str:
+        """A unified diff of the changed text files that ``git apply`` accepts (binary and
+        large files are named only). ``prefix`` is put before every path: the workspace's
+        place in its git checkout (see :func:`git_prefix`)."""
         chunks: list[str] = []
         for rel in self.changed() if paths is None else paths:
-            before = self.texts.get(rel, "")
             path = self.root / rel
             after = _read_text(path) if path.exists() else ""
             if after is None or (rel in self.stamps and rel not in self.texts and path.exists()):
-                chunks.append(f"Binary or large file {rel} changed\n")
+                chunks.append(f"Binary or large file {prefix}{rel} changed\n")
                 continue
+            name = f"{prefix}{rel}"
             chunks.extend(
-                difflib.unified_diff(
-                    before.splitlines(keepends=True),
-                    after.splitlines(keepends=True),
-                    fromfile=f"a/{rel}",
-                    tofile=f"b/{rel}",
+                _terminated(
+                    difflib.unified_diff(
+                        self.texts.get(rel, "").splitlines(keepends=True),
+                        after.splitlines(keepends=True),
+                        fromfile=f"a/{name}" if rel in self.stamps else "/dev/null",
+                        tofile=f"b/{name}" if path.exists() else "/dev/null",
+                    )
                 )
             )
-        return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+        return "".join(chunks)
+
+
+def _terminated(lines: Iterator[str]) -> Iterator[str]:
+    """Diff lines, each ending in a newline; a last line without one is marked as git does."""
+    for line in lines:
+        if line.endswith("\n"):
+            yield line
+        else:
+            yield line + "\n"
+            if line[:1] in "+- " and not line.startswith(("---", "+++")):
+                yield "\\ No newline at end of file\n"
+
+
+def git_prefix(root: Path) -> str:
+    """``root``'s path inside its git checkout, with a trailing slash ("" at the top or
+    outside git), so that a diff of the workspace applies at the checkout's root."""
+    root = root.resolve()
+    for folder in (root, *root.parents):
+        if (folder / ".git").exists():
+            rel = root.relative_to(folder).as_posix()
+            return "" if rel == "." else rel + "/"
+    return ""

@@ -1,7 +1,9 @@
 """Launch code-server in its own process group, wait for /healthz, restart it, stop it.
 
-The password reaches code-server through ``$PASSWORD`` in its environment,
-never on its command line nor in a log.
+The password reaches code-server as its SHA-256 (``hashed-password``) in a
+``0600`` config file that exists only while code-server starts: never on its
+command line, in its environment (which ``/proc/<pid>/environ`` shows for the
+life of every process it starts) or in a log.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hashlib
 import ipaddress
 import json
 import logging
@@ -34,6 +37,13 @@ _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD")
+LOGIN_HINT = (
+    'The password of this podcode session: "podcode attach" prints it, and it is the '
+    '"password" field of the session\'s session.json under $PODCODE_HOME.'
+)
+"""What code-server's login page says about the password (with code-servers that take
+``--i18n``); its own hint would point at the config file, which holds only a hash."""
+_I18N_OPTION = re.compile(rb"\bi18n: \{")
 
 USER_SETTINGS: Mapping[str, object] = MappingProxyType({
     "telemetry.telemetryLevel": "off",
@@ -48,6 +58,17 @@ USER_SETTINGS: Mapping[str, object] = MappingProxyType({
 })
 """Defaults for the session's VS Code user settings: no telemetry, no update checks, no
 welcome page, no chat panel taking the focus. A user's own values are kept."""
+
+
+def data_folder(environ: Mapping[str, str]) -> Path:
+    """code-server's own data folder for an environment: its heartbeat file (touched while
+    any browser tab is open) and its logs (``coder-logs``) go there, whatever
+    ``--user-data-dir`` says: ``$XDG_DATA_HOME/code-server``, else
+    ``~/.local/share/code-server``."""
+    base = environ.get("XDG_DATA_HOME") or os.path.join(
+        environ.get("HOME") or os.path.expanduser("~"), ".local", "share"
+    )
+    return Path(base) / "code-server"
 
 
 def url_host(bind: str) -> str:
@@ -85,16 +106,25 @@ async def healthz_ok(url: str, timeout: float = 2.0) -> bool:
 
 
 def command_line(
-    binary: Path, *, workspace: Path, bind: str, port: int, data_dir: Path, auth: str
+    binary: Path,
+    *,
+    workspace: Path,
+    bind: str,
+    port: int,
+    data_dir: Path,
+    auth: str,
+    config: Path | None = None,
+    login_strings: Path | None = None,
 ) -> list[str]:
-    """code-server's argument list (the password is not in it)."""
+    """code-server's argument list (the password is not in it: it is in ``config``)."""
     return [
         str(binary),
-        "--config", str(data_dir / "config.yaml"),
+        "--config", str(config or data_dir / "config.yaml"),
         "--bind-addr", f"{bind}:{port}",
         "--auth", auth,
         "--user-data-dir", str(data_dir / "user-data"),
         "--extensions-dir", str(data_dir / "extensions"),
+        *(["--i18n", str(login_strings)] if login_strings is not None else []),
         "--disable-telemetry",
         "--disable-update-check",
         "--disable-workspace-trust",
@@ -104,18 +134,59 @@ def command_line(
     ]
 
 
-def child_environ(
-    base: Mapping[str, str], extra: Mapping[str, str], password: str | None, marker: str
-) -> dict[str, str]:
-    """code-server's environment: ``base`` + ``extra``, the password, the tree marker."""
-    env = {k: v for k, v in base.items() if k not in _SECRET_VARIABLES}
-    env.update(extra)
+def child_environ(base: Mapping[str, str], extra: Mapping[str, str], marker: str) -> dict[str, str]:
+    """code-server's environment: ``base`` + ``extra`` without any password, plus the
+    tree marker."""
+    env = {**base, **extra}
     for name in _SECRET_VARIABLES:
         env.pop(name, None)
-    if password is not None:
-        env["PASSWORD"] = password
     env[MARKER_VARIABLE] = marker
     return env
+
+
+def config_text(password: str | None) -> str:
+    """The config file: the password's SHA-256 as ``hashed-password`` (code-server's legacy
+    hash, which it recognises by the absence of ``$argon``), or nothing without one."""
+    if password is None:
+        return "{}\n"
+    digest = hashlib.sha256(password.encode()).hexdigest()
+    return f'hashed-password: "{digest}"\n'  # quoted: a hex string may read as a number
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 from the first byte (replaced atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def takes_login_strings(binary: Path) -> bool:
+    """Whether this code-server has the ``--i18n`` option (custom login-page strings).
+
+    Read from its CLI module beside the binary (release tarball, npm or podcode's own
+    install, distribution packages); False when it cannot be found.
+    """
+    try:
+        resolved = binary.resolve()
+    except OSError:
+        return False
+    layouts = ("out/node/cli.js", "lib/node_modules/code-server/out/node/cli.js",
+               "lib/code-server/out/node/cli.js", "cli.js")
+    for folder in list(resolved.parents)[:3]:
+        for layout in layouts:
+            try:
+                text = (folder / layout).read_bytes()
+            except OSError:
+                continue
+            return bool(_I18N_OPTION.search(text))
+    return False
 
 
 def write_user_settings(path: Path, defaults: Mapping[str, object] = USER_SETTINGS) -> None:
@@ -172,6 +243,9 @@ class CodeServer:
         self._password = password
         self._env = dict(env)
         self._marker = marker or secrets.token_hex(8)
+        self._config = data_dir / f"config-{self._marker}.yaml"
+        """Holds the password's hash while code-server starts; removed once it listens."""
+        self._login_strings: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._listening: asyncio.Future[int] | None = None
@@ -199,11 +273,9 @@ class CodeServer:
     def _prepare(self) -> None:
         for folder in (self.data_dir, self.data_dir / "user-data", self.data_dir / "extensions"):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        config = self.data_dir / "config.yaml"
-        if not config.exists():
-            # Settings come as arguments; an existing file stops code-server writing its own.
-            config.write_text("{}\n")
-            config.chmod(0o600)
+        if self._password is not None and takes_login_strings(self.binary):
+            self._login_strings = self.data_dir / "login-strings.json"
+            write_private(self._login_strings, json.dumps({"LOGIN_PASSWORD": LOGIN_HINT}))
         write_user_settings(self.data_dir / "user-data" / "User" / "settings.json")
         if self.companion:
             install_companion(self.data_dir / "extensions")
@@ -214,12 +286,16 @@ class CodeServer:
         deadline = time.monotonic() + timeout
         self._tail.clear()
         args = command_line(self.binary, workspace=self.workspace, bind=self.bind,
-                            port=self.port, data_dir=self.data_dir, auth=self.auth)
-        env = child_environ(os.environ, self._env, self._password, self._marker)
+                            port=self.port, data_dir=self.data_dir, auth=self.auth,
+                            config=self._config, login_strings=self._login_strings)
+        env = child_environ(os.environ, self._env, self._marker)
+        # code-server reads its config once, in its launcher, which hands the settings to
+        # the server it forks (and to any relaunch): the file is needed only until it listens.
+        await asyncio.to_thread(write_private, self._config, config_text(self._password))
         log.info("starting code-server: %s", " ".join(args))
         self._listening = asyncio.get_running_loop().create_future()
         self._proc = await asyncio.create_subprocess_exec(
-            *args, env=env, cwd=str(self.workspace), stdin=asyncio.subprocess.DEVNULL,
+            *args, env=env, cwd=str(_folder(self.workspace)), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
@@ -229,12 +305,15 @@ class CodeServer:
             if self._stopping:
                 raise CodeServerStartError("code-server was stopped while it started")
             port = await self._wait_listening(deadline)
+            self._config.unlink(missing_ok=True)
             self.port = port  # a restart keeps the same address
             self.url = f"http://{url_host(self.bind)}:{port}/"
             await self._wait_healthy(deadline)
         except BaseException:
             await self._terminate()
             raise
+        finally:
+            self._config.unlink(missing_ok=True)
         self.ready = True
         log.info("code-server is ready at %s (pid %d)", self.url, self.pid)
 
@@ -355,3 +434,8 @@ class CodeServer:
         if survivors:
             log.warning("code-server processes still running after stop: %s",
                         [p.pid for p in survivors])
+
+
+def _folder(workspace: Path) -> Path:
+    """code-server's working folder: the workspace, or the folder of a ``.code-workspace``."""
+    return workspace if workspace.is_dir() else workspace.parent

@@ -35,7 +35,14 @@ class Job:
         os.utime(path, ns=(stamp, stamp))
         return path
 
-    def start(self, script: str = "job.py", env: dict[str, str] | None = None) -> Job:
+    def start(
+        self,
+        script: str = "job.py",
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        wrapper: list[str] | None = None,
+    ) -> Job:
+        """``python script *args`` (``script="-m"`` for a module), under ``wrapper``."""
         environ = {
             **os.environ,
             "PODCODE_ENABLE": "1",
@@ -45,7 +52,7 @@ class Job:
         }
         with open(self.log, "w") as handle:
             self.proc = subprocess.Popen(
-                [sys.executable, script],
+                [*(wrapper or []), sys.executable, script, *(args or [])],
                 cwd=self.workspace,
                 env=environ,
                 stdout=handle,

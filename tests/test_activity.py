@@ -1,4 +1,4 @@
-"""Activity samplers against real files and real processes, and a fake NVML."""
+"""Activity samplers against real files and real processes (GPUs: test_gpu.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+import aiohttp
 import psutil
 import pytest
 
-from interactive.activity import CpuSampler, FileSampler, GpuSampler, visible_gpus
+from interactive.activity import CpuSampler, FileSampler, own_writes
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 FOREVER = "while True: pass\n"
@@ -104,6 +104,109 @@ def test_large_trees_are_bounded(workspace: Path, caplog: pytest.LogCaptureFixtu
     assert sampler.sample(0.0).value == 5.0
     assert sampler.sample(1.0).value == 5.0
     assert len([r for r in caplog.records if "only the first 5" in r.getMessage()]) == 1
+
+
+@pytest.mark.parametrize("excluded", [True, False])
+def test_excluded_files_and_folders_are_not_activity(workspace: Path, excluded: bool) -> None:
+    log_file, state = workspace / "run.log", workspace / "state"
+    log_file.write_text("start\n")
+    state.mkdir()
+    sampler = FileSampler(workspace, exclude=lambda: [log_file, state] if excluded else [])
+    sampler.sample(0.0)
+    with log_file.open("a") as handle:
+        handle.write("INFO interactive.monitor: activity: none\n")
+    (state / "heartbeat").write_text("")
+    assert sampler.sample(1.0).active is not excluded
+    bump(workspace / "train.py")  # the user's edit still counts
+    assert sampler.sample(2.0).active
+
+
+def test_podcode_files_in_vscode_are_not_activity(workspace: Path) -> None:
+    (workspace / ".vscode" / "podcode").mkdir(parents=True)
+    sampler = FileSampler(workspace, exclude=list)
+    sampler.sample(0.0)
+    (workspace / ".vscode" / "podcode-session.json").write_text("{}")
+    (workspace / ".vscode" / "podcode" / "debug_again.py").write_text("")
+    assert not sampler.sample(1.0).active
+    (workspace / ".vscode" / "launch.json").write_text("{}")
+    assert sampler.sample(2.0).active
+
+
+def test_own_writes_names_logging_files_home_and_code_servers_data(tmp_path: Path) -> None:
+    handler = logging.FileHandler(tmp_path / "podcode.log", delay=True)
+    logger = logging.getLogger("tests.activity.own-writes")
+    logger.addHandler(handler)
+    try:
+        found = own_writes({"PODCODE_HOME": str(tmp_path / "h"), "HOME": str(tmp_path / "u")})
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    assert tmp_path / "podcode.log" in found
+    assert tmp_path / "h" in found
+    assert tmp_path / "u" / ".local" / "share" / "code-server" in found
+    xdg = own_writes({"XDG_DATA_HOME": str(tmp_path / "data")})
+    assert tmp_path / "data" / "code-server" in xdg
+
+
+OWN_LOG = """
+import logging, os, sys, time
+from pathlib import Path
+from interactive.activity import FileSampler
+
+workspace = Path(sys.argv[1])
+sampler = FileSampler(workspace)
+sampler.sample(0.0)
+for _ in range(3):
+    logging.getLogger("interactive.monitor").warning("idle monitor: still waiting")
+    print("a print of the waiting task", flush=True)
+    time.sleep(0.02)
+quiet = sampler.sample(1.0).active
+stat = (workspace / "train.py").stat()
+os.utime(workspace / "train.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+edited = sampler.sample(2.0).active
+os.write(int(sys.argv[2]), f"{quiet} {edited}".encode())
+"""
+
+
+def test_podcode_writing_its_log_into_the_workspace_is_not_activity(workspace: Path) -> None:
+    """``python job.py > run.log 2>&1`` in the workspace: a real process, real descriptors."""
+    read, write = os.pipe()
+    with open(workspace / "run.log", "w") as log_file:
+        child = subprocess.Popen(
+            [sys.executable, "-c", OWN_LOG, str(workspace), str(write)], stdout=log_file,
+            stderr=subprocess.STDOUT, pass_fds=(write,),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    os.close(write)
+    with os.fdopen(read) as answer:
+        result = answer.read()
+    assert child.wait(60) == 0, (workspace / "run.log").read_text()
+    assert "still waiting" in (workspace / "run.log").read_text()  # the log did grow
+    assert result == "False True"  # its own log is not activity; an edit is
+
+
+@pytest.mark.codeserver
+async def test_code_servers_heartbeat_in_the_workspace_is_not_activity(
+    code_server_factory: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The workspace is the home folder: code-server's heartbeat file lands inside it."""
+    home = tmp_path / "workspace"  # the factory's workspace
+    home.mkdir(exist_ok=True)
+    (home / "train.py").write_text("x = 1\n")
+    environ = {"HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share")}
+    server = code_server_factory(env=environ)
+    await server.start()
+    heartbeat = home / ".local" / "share" / "code-server" / "heartbeat"
+    watched = FileSampler(home, exclude=lambda: own_writes(environ))
+    naive = FileSampler(home, exclude=list)
+    watched.sample(0.0)
+    naive.sample(0.0)
+    before = heartbeat.stat().st_mtime_ns if heartbeat.exists() else None
+    async with aiohttp.ClientSession() as client, client.get(f"{server.url}login") as page:
+        assert page.status == 200  # any request but /healthz beats the heart
+    wait_until(lambda: heartbeat.exists() and heartbeat.stat().st_mtime_ns != before)
+    assert naive.sample(1.0).active  # the heartbeat did change in the workspace
+    assert not watched.sample(1.0).active
 
 
 # -- CPU -------------------------------------------------------------------------
@@ -238,135 +341,3 @@ def test_ide_processes_are_excluded_but_what_runs_in_its_terminal_counts(
     sampler.sample(0.0)
     wait_until(lambda: cpu_of(own_pid if busy == "own" else shell_pid) >= 0.5)
     assert sampler.sample(2.0).active is counts  # counted, it would be >= 25 %
-
-
-# -- GPU -------------------------------------------------------------------------
-
-
-class FakeNvml:
-    """The part of pynvml the sampler uses, with its error hierarchy."""
-
-    class NVMLError(Exception):
-        pass
-
-    class NVMLError_LibraryNotFound(NVMLError):  # noqa: N801 - pynvml's name
-        pass
-
-    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
-        pass
-
-    def __init__(self, gpus: list[tuple[str, float | None]] | None = None,
-                 missing: bool = False) -> None:
-        self.gpus = gpus or []
-        self.missing = missing
-        self.calls: list[str] = []
-
-    def nvmlInit(self) -> None:  # noqa: N802
-        self.calls.append("init")
-        if self.missing:
-            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
-
-    def nvmlShutdown(self) -> None:  # noqa: N802
-        self.calls.append("shutdown")
-
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
-        return index
-
-    def nvmlDeviceGetUUID(self, handle: int) -> bytes:  # noqa: N802
-        return self.gpus[handle][0].encode()  # older nvidia-ml-py returns bytes
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:  # noqa: N802
-        percent = self.gpus[handle][1]
-        if percent is None:
-            raise self.NVMLError_NotSupported("Not Supported")
-        return SimpleNamespace(gpu=percent, memory=0)
-
-
-GPUS: list[tuple[str, float | None]] = [("GPU-aaaa-1111", 0.0), ("GPU-bbbb-2222", 80.0),
-                                        ("GPU-cccc-3333", None)]
-
-
-def test_no_nvml_is_said_once_and_then_stays_out_of_the_way(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    nvml = FakeNvml(missing=True)
-    sampler = GpuSampler(5.0, environ={}, nvml=nvml)
-    caplog.set_level(logging.INFO, logger="interactive.activity")
-    for now in range(5):
-        sample = sampler.sample(float(now))
-        assert (sample.active, sample.value) == (False, None)
-    assert nvml.calls == ["init"]
-    said = [r.getMessage() for r in caplog.records if "no GPU" in r.getMessage()]
-    assert len(said) == 1 and "NVMLError_LibraryNotFound" in said[0]
-    sampler.close()
-    assert nvml.calls == ["init"]
-
-
-def test_real_nvml_never_raises() -> None:
-    """On a machine without a GPU this is the LibraryNotFound case; with one, a reading."""
-    sampler = GpuSampler(5.0, environ=dict(os.environ))
-    sample = sampler.sample(0.0)
-    sampler.close()
-    assert sample.source == "gpu"
-    assert sample.value is None or 0.0 <= sample.value <= 100.0
-
-
-def test_busy_gpu_is_activity_and_the_busiest_is_reported() -> None:
-    nvml = FakeNvml(GPUS)
-    sampler = GpuSampler(5.0, environ={}, nvml=nvml)
-    sample = sampler.sample(0.0)
-    assert sample.active and sample.value == 80.0
-    sampler.close()
-    assert nvml.calls == ["init", "shutdown"]
-
-
-@pytest.mark.parametrize(
-    ("environ", "value"),
-    [
-        ({"CUDA_VISIBLE_DEVICES": "0"}, 0.0),
-        ({"CUDA_VISIBLE_DEVICES": "1"}, 80.0),
-        ({"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}, 80.0),  # a UUID prefix, as CUDA allows
-        ({"CUDA_VISIBLE_DEVICES": "0,2"}, 0.0),  # no reading from a MIG-like device
-        ({"CUDA_VISIBLE_DEVICES": "0", "NVIDIA_VISIBLE_DEVICES": "GPU-bbbb-2222"}, 0.0),
-        ({"NVIDIA_VISIBLE_DEVICES": "GPU-aaaa-1111"}, 0.0),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, 80.0),
-    ],
-)
-def test_only_visible_gpus_count(environ: dict[str, str], value: float) -> None:
-    sample = GpuSampler(5.0, environ=environ, nvml=FakeNvml(GPUS)).sample(0.0)
-    assert sample.value == value
-    assert sample.active is (value > 5.0)
-
-
-@pytest.mark.parametrize("hidden", ["", "-1", "none"])
-def test_no_visible_gpu(hidden: str) -> None:
-    nvml = FakeNvml(GPUS)
-    sampler = GpuSampler(5.0, environ={"CUDA_VISIBLE_DEVICES": hidden}, nvml=nvml)
-    assert sampler.sample(0.0).value is None
-    assert sampler.sample(1.0).value is None
-    assert nvml.calls == ["init", "shutdown"]
-
-
-def test_idle_gpu_below_the_threshold() -> None:
-    sample = GpuSampler(50.0, environ={}, nvml=FakeNvml([("GPU-x", 40.0)])).sample(0.0)
-    assert (sample.active, sample.value) == (False, 40.0)
-
-
-@pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        ({}, None),
-        ({"CUDA_VISIBLE_DEVICES": "0,1"}, ["0", "1"]),
-        ({"CUDA_VISIBLE_DEVICES": "1,-1,0"}, ["1"]),
-        ({"CUDA_VISIBLE_DEVICES": " GPU-ab , MIG-cd "}, ["GPU-ab", "MIG-cd"]),
-        ({"CUDA_VISIBLE_DEVICES": ""}, []),
-        ({"NVIDIA_VISIBLE_DEVICES": "all"}, None),
-        ({"NVIDIA_VISIBLE_DEVICES": "0,1"}, None),
-        ({"NVIDIA_VISIBLE_DEVICES": "GPU-ab,GPU-cd"}, ["GPU-ab", "GPU-cd"]),
-    ],
-)
-def test_visible_gpus(environ: dict[str, str], expected: list[str] | None) -> None:
-    assert visible_gpus(environ) == expected

@@ -33,7 +33,7 @@ from server_bootstrap.install import install
 from server_bootstrap.launch import CodeServer
 from server_bootstrap.locate import ensure_code_server, find_code_server
 from server_bootstrap.npm import node_major, write_wrapper
-from server_bootstrap.progress import Progress, render_bar
+from server_bootstrap.progress import Progress, describe
 from tests.codeserver_fixture import Files, serve
 
 VERSION = "9.9.9"
@@ -404,11 +404,12 @@ def test_cli_reports_a_bad_checksum(
 def test_progress_bar_on_a_terminal() -> None:
     stream = io.StringIO()
     progress = Progress("downloading x", stream=stream, tty=True)
-    progress.update(50, 100)
+    progress.update(5_000_000, 10_000_000)
     progress.finish()
-    assert stream.getvalue().startswith("\rdownloading x [###############")
-    assert "50%" in stream.getvalue() and stream.getvalue().endswith("\n")
-    assert render_bar(5_000_000, None).strip() == "5.0 MB"
+    text = stream.getvalue()
+    assert "downloading x:  50%" in text and "5.00M/10.0M" in text
+    assert text.endswith("\n")
+    assert describe(5_000_000, None) == "5.0 MB"
 
 
 def test_progress_logs_plain_lines_elsewhere(caplog: pytest.LogCaptureFixture) -> None:
@@ -456,3 +457,95 @@ async def test_a_tarball_of_a_real_install_runs(
 def _pack(source: Path, tarball: Path, top: str) -> None:
     with tarfile.open(tarball, "w") as archive:
         archive.add(source, arcname=top, filter=lambda m: None if m.name.endswith(MARKER) else m)
+
+
+# -- chained links, resolved against the target on every Python -------------------------
+
+
+def _tarball(path: Path, members: list[tarfile.TarInfo]) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        for member in members:
+            archive.addfile(member, io.BytesIO(b"x") if member.isfile() else None)
+    return path
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    member = _member(name)
+    member.size = 1
+    return member
+
+
+CHAINED = {
+    # each link looks harmless on its own name; followed in order, they leave the target
+    "symlink-through-symlink": [
+        _member("top/x", tarfile.SYMTYPE, ".."),  # top/x is the target itself
+        _member("top/x/y", tarfile.SYMTYPE, ".."),  # so this is target/y -> outside
+        _file("top/x/y/escaped.txt"),
+    ],
+    "link-text-through-a-link": [
+        _member("top/d", tarfile.SYMTYPE, ".."),
+        _member("top/up", tarfile.SYMTYPE, "d/.."),  # top/d/.. is the target's parent
+        _file("top/up/escaped.txt"),
+    ],
+    "hardlink-through-a-link": [
+        _member("top/d", tarfile.SYMTYPE, ".."),
+        _member("top/h", tarfile.LNKTYPE, "top/d/../escaped.txt"),
+    ],
+    "file-written-through-a-link": [
+        _member("top/a", tarfile.SYMTYPE, "b"),
+        _member("top/b", tarfile.SYMTYPE, "../.."),
+        _file("top/a"),  # tarfile opens top/a for writing: through both links
+    ],
+    "link-loop": [
+        _member("top/a", tarfile.SYMTYPE, "b"),
+        _member("top/b", tarfile.SYMTYPE, "a"),
+        _file("top/a/f"),
+    ],
+}
+
+
+@pytest.fixture(params=["with filters", "without filters"])
+def python(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """This Python, and this Python as one before 3.11.4 / 3.10.12 (no ``data`` filter)."""
+    if request.param == "without filters":
+        monkeypatch.delattr(tarfile, "data_filter")
+    return str(request.param)
+
+
+@pytest.mark.parametrize("case", sorted(CHAINED))
+def test_chained_links_are_refused(case: str, python: str, tmp_path: Path) -> None:
+    tarball = _tarball(tmp_path / f"{case}.tar.gz", CHAINED[case])
+    target = tmp_path / "deep" / "out"
+    with pytest.raises(UnsafeArchive, match="refusing"):
+        safe_extract(tarball, target)
+    assert list(target.iterdir()) == []  # refused before anything was written
+    assert not (tmp_path / "deep" / "escaped.txt").exists()
+    assert not (tmp_path / "deep" / "y").exists()
+
+
+def test_the_target_is_resolved_on_disk_too(python: str, tmp_path: Path) -> None:
+    """A link that was in the target before extraction is only known on disk."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "top").symlink_to(outside)
+    tarball = _tarball(tmp_path / "t.tar.gz", [_file("top/escaped.txt")])
+    with pytest.raises(UnsafeArchive, match="refusing"):
+        safe_extract(tarball, target)
+    assert list(outside.iterdir()) == []
+
+
+def test_links_that_stay_inside_extract_without_filters(python: str, tmp_path: Path) -> None:
+    tarball = _tarball(tmp_path / "t.tar.gz", [
+        _member("top", tarfile.DIRTYPE),
+        _member("top/lib", tarfile.DIRTYPE),
+        _file("top/lib/real.txt"),
+        _member("top/current", tarfile.SYMTYPE, "lib"),
+        _member("top/alias", tarfile.SYMTYPE, "current/real.txt"),  # a chain that stays in
+        _member("top/hard", tarfile.LNKTYPE, "top/lib/real.txt"),
+    ])
+    top = safe_extract(tarball, tmp_path / "out")
+    assert top == tmp_path / "out" / "top"
+    assert (top / "alias").read_text() == "x" and (top / "hard").read_text() == "x"
+    assert (top / "current").resolve() == (top / "lib").resolve()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +25,10 @@ from server_bootstrap.launch import (
     CodeServer,
     child_environ,
     command_line,
+    config_text,
+    takes_login_strings,
     url_host,
+    write_private,
     write_user_settings,
 )
 from tests.codeserver_fixture import code_server_processes
@@ -46,18 +50,53 @@ def test_command_line_has_no_password_and_its_own_folders(tmp_path: Path) -> Non
     assert pairs["--user-data-dir"] == str(tmp_path / "d" / "user-data")
     assert pairs["--extensions-dir"] == str(tmp_path / "d" / "extensions")
     assert pairs["--config"] == str(tmp_path / "d" / "config.yaml")
+    assert "--i18n" not in args
     assert "--disable-telemetry" in args and "--disable-update-check" in args
     assert not any("password" in a.lower() for a in args if a not in ("--auth", "password"))
 
 
-def test_child_environment_carries_the_password_only_there() -> None:
+def test_child_environment_carries_no_password() -> None:
     base = {"PATH": "/bin", "PASSWORD": "inherited", "HASHED_PASSWORD": "$argon2..."}
-    env = child_environ(base, {"PODCODE_TOKEN": "t"}, "secret", "m1")
-    assert env["PASSWORD"] == "secret" and "HASHED_PASSWORD" not in env
-    assert env["PODCODE_TOKEN"] == "t" and env[MARKER_VARIABLE] == "m1" and env["PATH"] == "/bin"
-    no_auth = child_environ(base, {}, None, "m2")
-    assert "PASSWORD" not in no_auth and "HASHED_PASSWORD" not in no_auth
+    env = child_environ(base, {"EXTRA": "x", "PASSWORD": "given"}, "m1")
+    assert "PASSWORD" not in env and "HASHED_PASSWORD" not in env
+    assert env["EXTRA"] == "x" and env[MARKER_VARIABLE] == "m1" and env["PATH"] == "/bin"
     assert base["PASSWORD"] == "inherited"
+
+
+def test_the_config_holds_the_quoted_sha256_of_the_password() -> None:
+    text = config_text("p@ss word")
+    digest = hashlib.sha256(b"p@ss word").hexdigest()
+    assert text == f'hashed-password: "{digest}"\n'
+    assert "p@ss" not in text
+    assert config_text(None) == "{}\n"
+
+
+def test_private_files_are_0600_from_the_start(tmp_path: Path) -> None:
+    target = tmp_path / "d" / "config.yaml"
+    write_private(target, "one")
+    write_private(target, "two")
+    assert target.read_text() == "two" and target.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o700
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["config.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("layout", "text", "expected"),
+    [
+        ("lib/node_modules/code-server/out/node/cli.js", "    i18n: {\n", True),  # npm/podcode
+        ("out/node/cli.js", "    i18n: {\n", True),  # release tarball
+        ("out/node/cli.js", "    locale: {\n", False),  # a code-server before --i18n
+        (None, "", False),
+    ],
+)
+def test_login_strings_only_for_a_code_server_that_takes_them(
+    tmp_path: Path, layout: str | None, text: str, expected: bool
+) -> None:
+    binary = _script(tmp_path / "bin" / "code-server", "exit 0\n")
+    if layout is not None:
+        (tmp_path / layout).parent.mkdir(parents=True)
+        (tmp_path / layout).write_text(text)
+    assert takes_login_strings(binary) is expected
 
 
 def test_url_host() -> None:
@@ -71,6 +110,7 @@ def test_url_host() -> None:
 
 
 def _script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(0o755)
     return path
@@ -114,6 +154,9 @@ async def test_starts_ready_on_loopback_with_a_password(
             assert (await response.json())["status"] in ("alive", "expired")
         async with client.get(server.url, allow_redirects=False) as response:
             assert response.status == 302 and response.headers["Location"] == "./login"
+        async with client.get(f"{server.url}login") as response:
+            page = await response.text()
+            assert "podcode attach" in page and "$PASSWORD" not in page  # podcode's hint
         async with client.post(f"{server.url}login", data={"password": "wrong"},
                                allow_redirects=False) as response:
             assert response.status == 200 and "Incorrect password" in await response.text()
@@ -121,10 +164,20 @@ async def test_starts_ready_on_loopback_with_a_password(
         async with client.post(f"{server.url}login", data={"password": PASSWORD},
                                allow_redirects=False) as response:
             assert response.status == 302 and "code-server-session" in response.cookies
-    # The password is in no command line and no log line; nothing went to ~/.config.
-    for proc in code_server_processes(server):
+    # The password (or its hash, which code-server takes as the login cookie) is in no
+    # command line, environment or log line, and in no file once code-server listens;
+    # nothing went to ~/.config.
+    digest = hashlib.sha256(PASSWORD.encode()).hexdigest()
+    processes = code_server_processes(server)
+    assert len(processes) >= 2  # the launcher and the server it forked, at least
+    for proc in processes:
+        environ = Path(f"/proc/{proc.pid}/environ").read_bytes()
+        assert b"PASSWORD" not in environ and digest.encode() not in environ
         assert PASSWORD not in " ".join(proc.cmdline())
-    assert PASSWORD not in caplog.text
+    assert PASSWORD not in caplog.text and digest not in caplog.text
+    data_dir = server.data_dir
+    assert not list(data_dir.glob("config*.yaml"))
+    assert all(digest.encode() not in f.read_bytes() for f in data_dir.rglob("*") if f.is_file())
     assert not config_home.exists()
     # Listening on 127.0.0.1 only: not reachable on the machine's other addresses.
     listening = {c.laddr.ip for proc in code_server_processes(server)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import aiohttp
 import pytest
 
-from interactive.control import ControlServer
+from interactive.control import ControlServer, OneLineFilter
 from interactive.errors import ResumeConflict
 from interactive.ports import listen_socket
 from interactive.state import SessionState
@@ -123,3 +125,149 @@ async def test_keepalive_validates_seconds(api) -> None:
     ) as r:
         assert r.status == 400
     assert controls.calls == ["keepalive 600"]
+
+
+# -- bounds: half-sent requests are cut off; malformed ones are one quiet line --------
+
+TOKEN = "s3cret"
+
+
+@pytest.fixture
+async def quick_api():
+    """The API with short deadlines, and a raw connection maker."""
+    controls = Controls()
+    sock = listen_socket("127.0.0.1", 0)
+    server = ControlServer(controls, TOKEN, sock, head_timeout=0.3, body_timeout=0.3)
+    await server.start()
+    host, port = sock.getsockname()[:2]
+
+    async def connect() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection(host, port)
+
+    yield controls, connect
+    await server.stop()
+
+
+async def closed_by_server(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sent until it closed the connection (60 s at most)."""
+    received = b""
+    while True:
+        try:
+            chunk = await asyncio.wait_for(reader.read(4096), 60)
+        except ConnectionResetError:
+            return received
+        if not chunk:
+            return received
+        received += chunk
+
+
+async def test_half_sent_request_head_is_cut_off(quick_api) -> None:
+    _, connect = quick_api
+    reader, writer = await connect()
+    writer.write(b"GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3")
+    await writer.drain()
+    assert await closed_by_server(reader) == b""  # closed, nothing answered
+    writer.close()
+
+
+async def test_a_head_trickled_byte_by_byte_is_cut_off(quick_api) -> None:
+    _, connect = quick_api
+    reader, writer = await connect()
+    head = b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 2000
+    closed = asyncio.ensure_future(closed_by_server(reader))
+    sent = 0
+    for byte in head:  # 2000+ bytes at 20 a second would take over 100 s
+        if closed.done():
+            break
+        try:
+            writer.write(bytes([byte]))
+            await writer.drain()
+        except ConnectionError:
+            break
+        sent += 1
+        await asyncio.sleep(0.05)
+    assert sent < len(head), "the server waited for the whole trickled head"
+    await closed
+    writer.close()
+
+
+async def test_a_body_that_never_arrives_gets_408_and_the_connection_closes(quick_api) -> None:
+    controls, connect = quick_api
+    reader, writer = await connect()
+    writer.write(
+        b"POST /api/keepalive HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"seconds\""
+    )
+    await writer.drain()
+    answer = await closed_by_server(reader)
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert controls.calls == []
+    writer.close()
+
+
+async def test_an_idle_connection_after_a_request_is_closed(quick_api) -> None:
+    _, connect = quick_api
+    reader, writer = await connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    await writer.drain()
+    answer = await closed_by_server(reader)  # keep-alive, yet closed once idle
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"ok": true}')
+    writer.close()
+
+
+MALFORMED = [
+    b"Authorization: Bearer s3cret\x00",  # a NUL in a header value
+    b"Authorization: Bearer s3cret\n",  # a bare line feed
+    b"Authorization : Bearer s3cret",  # a space before the colon
+    b"Authorization: Bearer s3cret\r\n folded",  # obsolete line folding
+    b"Content-Length: s3cret",
+]
+
+
+@pytest.mark.parametrize("header", MALFORMED)
+async def test_malformed_request_is_one_line_without_its_bytes(
+    quick_api, header: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, connect = quick_api
+    caplog.set_level(logging.DEBUG)
+    reader, writer = await connect()
+    writer.write(b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n")
+    await writer.drain()
+    assert (await closed_by_server(reader)).startswith(b"HTTP/1.0 400")
+    writer.close()
+    records = [r for r in caplog.records if r.name.startswith(("aiohttp", "interactive.control"))]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    (record,) = records
+    assert "malformed request from 127.0.0.1 answered 400" in record.getMessage()
+    assert record.levelno == logging.INFO and record.exc_info is None and not record.exc_text
+    assert TOKEN not in caplog.text and "\n" not in record.getMessage()
+
+
+async def test_a_header_that_is_not_utf8_is_401_not_a_crash(
+    quick_api, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, connect = quick_api
+    reader, writer = await connect()
+    writer.write(
+        b"GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xc3\x28s3cret\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    await writer.drain()
+    assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 401")
+    writer.close()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_other_errors_keep_their_frames_but_not_their_message() -> None:
+    try:
+        raise UnicodeError(f"header value Bearer {TOKEN}")
+    except UnicodeError as exc:
+        record = logging.LogRecord(
+            "aiohttp", logging.ERROR, __file__, 1, "Error handling request from %s",
+            ("127.0.0.1",), (type(exc), exc, exc.__traceback__),
+        )
+    assert OneLineFilter().filter(record)
+    text = logging.Formatter().format(record)
+    assert "UnicodeError while handling a request from 127.0.0.1" in text
+    assert "test_other_errors_keep_their_frames" in text  # where it happened
+    assert TOKEN not in text

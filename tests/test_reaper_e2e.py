@@ -96,3 +96,33 @@ def test_idle_session_is_warned_kept_alive_then_reaped(
     assert "helpers.py" in manifest["copied"]
     assert hook_mark.read_text() == "checkpointed"
     assert processes_with(marker) == []
+
+
+def test_a_successful_resume_mails_the_fix_as_a_patch(
+    job: Job, smtp_server: SmtpServer, tmp_path: Path
+) -> None:
+    job.write("helpers.py", "LR = 0.0\n")
+    job.write(
+        "job.py",
+        f"""
+        from interactive import vscode
+        import helpers
+
+        @vscode(ide="none", port=0, control_port=0, debug_port=0, owner="{OWNER}")
+        def train():
+            return 1 / helpers.LR
+
+        print("RESULT", train())
+        """,
+    )
+    job.start(env={"PODCODE_SMTP_URL": smtp_server.url, "PODCODE_STORE": str(tmp_path / "s")})
+    job.wait_state("waiting")
+    job.write("helpers.py", "LR = 0.5\n")  # a constant: bound again, calls nothing
+    status, body = job.api("POST", "/api/resume")
+    assert (status, body["patched"]) == (202, ["helpers.LR"])
+    assert job.wait_exit() == 0, job.output()
+    [mail] = smtp_server.wait_for(1, timeout=30)
+    assert "resumed and finished: your fix" in mail["Subject"]
+    [attachment] = list(mail.iter_attachments())
+    assert attachment.get_filename() == "podcode-__main__.train.patch"
+    assert "+LR = 0.5" in attachment.get_content()

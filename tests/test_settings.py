@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import pytest
 
 from interactive.errors import SettingError
-from interactive.settings import NAMES, Settings, build_settings, env_name, is_enabled, podcode_home
+from interactive.settings import (
+    NAMES,
+    Settings,
+    build_settings,
+    ensure_home,
+    env_name,
+    is_enabled,
+    podcode_home,
+)
 
 
 def test_defaults_match_the_design() -> None:
@@ -51,6 +61,10 @@ def test_environment_overrides_the_argument() -> None:
         ("retries", 1.5, "whole number"),
         ("on_reap", "no_such_module_xyz:save", "cannot import"),
         ("workspace", "/definitely/not/here", "does not exist"),
+        ("poll_seconds", 1e-6, ">= 0.1"),
+        ("poll_seconds", 0.09, ">= 0.1"),
+        ("dcgm_url", "dcgm-exporter:9400", "http://"),
+        ("dcgm_url", "ftp://h/metrics", "http://"),
     ],
 )
 def test_bad_values_name_the_setting(name: str, value: object, words: str) -> None:
@@ -109,3 +123,63 @@ def test_enablement(environ: dict[str, str], enabled: bool) -> None:
 def test_home_default_and_override(tmp_path: Path) -> None:
     assert podcode_home({}) == Path.home() / ".podcode"
     assert podcode_home({"PODCODE_HOME": str(tmp_path)}) == tmp_path
+
+
+def test_poll_seconds_at_the_floor_and_dcgm_url() -> None:
+    s = build_settings({"poll_seconds": 0.1}, {"PODCODE_DCGM_URL": " http://dcgm:9400/metrics "})
+    assert s.poll_seconds == 0.1 and s.dcgm_url == "http://dcgm:9400/metrics"
+    assert build_settings({}, {}).dcgm_url is None
+
+
+@pytest.mark.parametrize(
+    ("name", "argument", "variable"),
+    [
+        ("poll_seconds", 1e-6, "5"),
+        ("max_idle_seconds", -1, "900"),
+        ("mode", "later", "startup"),
+        ("port", "http", "8080"),
+    ],
+)
+def test_a_bad_decorator_value_fails_even_when_the_environment_overrides_it(
+    name: str, argument: object, variable: str
+) -> None:
+    with pytest.raises(SettingError) as raised:
+        build_settings({name: argument}, {env_name(name): variable})
+    message = str(raised.value)
+    assert repr(name) in message and repr(argument) in message
+    assert f"even though {env_name(name)} overrides it" in message
+
+
+def test_a_new_home_is_created_private(tmp_path: Path) -> None:
+    home = tmp_path / "a" / "home"
+    assert ensure_home(home) == home
+    assert home.stat().st_mode & 0o777 == 0o700
+
+
+def test_an_existing_open_home_is_tightened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    os.chmod(home, 0o755)
+    with caplog.at_level(logging.INFO, logger="interactive.settings"):
+        rank = ensure_home(home, home / "rank-1")
+    assert rank == home / "rank-1"
+    assert home.stat().st_mode & 0o777 == 0o700 and rank.stat().st_mode & 0o777 == 0o700
+    assert "was mode 755; tightened to 0700" in caplog.text
+
+
+def test_a_home_that_cannot_be_tightened_is_used_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "shared"
+    home.mkdir()
+    os.chmod(home, 0o775)
+
+    def refuse(self: Path, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(Path, "chmod", refuse)
+    with caplog.at_level(logging.WARNING, logger="interactive.settings"):
+        assert ensure_home(home) == home
+    assert "cannot be tightened" in caplog.text

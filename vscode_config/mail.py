@@ -24,6 +24,8 @@ class Rendered:
     subject: str
     text: str
     html: str
+    attachments: tuple[tuple[str, bytes], ...] = ()
+    """``(file name, content)`` of text files to attach."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,39 @@ def render_final(mail: FinalMail) -> Rendered:
     }
     subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} was cleaned up"
     return _render("final", subject, values)
+
+
+@dataclass(frozen=True)
+class ResumedMail:
+    """The engineer's fix, after the resumed task finished."""
+
+    pod: str
+    task: str
+    finished_at: float
+    edits_url: str
+    patch: bytes
+    """A unified diff that ``git apply`` accepts."""
+    changed: Sequence[str] = ()
+
+
+def patch_name(task: str) -> str:
+    """``podcode-<task>.patch``, safe as a file name."""
+    return "podcode-" + "".join(c if c.isalnum() or c in "._-" else "_" for c in task) + ".patch"
+
+
+def render_resumed(mail: ResumedMail) -> Rendered:
+    filename = patch_name(mail.task)
+    values: dict[str, Any] = {
+        "pod": mail.pod,
+        "task": mail.task,
+        "finished_at": utc(mail.finished_at),
+        "edits_url": mail.edits_url,
+        "changed": list(mail.changed[:MAX_LISTED_FILES]),
+        "filename": filename,
+    }
+    subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} resumed and finished: your fix"
+    rendered = _render("resumed", subject, values)
+    return Rendered(rendered.subject, rendered.text, rendered.html, ((filename, mail.patch),))
 
 
 def _render(kind: str, subject: str, values: dict[str, Any]) -> Rendered:

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from interactive.cli import attach, control_cmds, doctor_cmd, install_cmd, sessions
+from interactive.cli import attach, control_cmds, doctor_cmd, edits_cmd, install_cmd, sessions
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit, exit_code
 from interactive.cli.parser import build_parser
@@ -30,6 +30,7 @@ VERBS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "keepalive": control_cmds.keepalive,
     "abort": control_cmds.abort,
     "doctor": doctor_cmd.run,
+    "edits": edits_cmd.run,
 }
 
 

@@ -97,13 +97,25 @@ def resume(args: argparse.Namespace, console: Console) -> int:
             answer = target.client.resume()
         except ControlError as exc:
             if exc.kind == "conflict":
-                raise ControlError(f"cannot resume {target.label}: {exc}", "conflict") from None
+                reason = str(exc).removeprefix("cannot resume: ")
+                raise ControlError(f"cannot resume {target.label}: {reason}", "conflict") from None
             raise
     if args.output == "json":
         console.json({"session": target.label, **answer})
     else:
-        console.say(f"Resumed {target.label}: the task runs again with your edits.")
+        console.say(_resumed_lines(target.label, answer))
     return Exit.OK
+
+
+def _resumed_lines(label: str, answer: dict[str, Any]) -> str:
+    """What the resume patched and which top-level statements it did not run."""
+    lines = [f"Resumed {label}: the task runs again with your edits."]
+    if answer.get("patched"):
+        lines.append("  patched: " + ", ".join(answer["patched"]))
+    if answer.get("not_executed"):
+        lines.append("  not run again (top-level statements):")
+        lines.extend(f"    {statement}" for statement in answer["not_executed"])
+    return "\n".join(lines)
 
 
 def keepalive(args: argparse.Namespace, console: Console) -> int:

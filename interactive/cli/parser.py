@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="how long to keep the session (default 3600)")
     _pod_verb(sub, common, "abort", "give up: the task raises its original exception",
               optional=True)
+    edits = sub.add_parser("edits", parents=[common], help="print the last fix saved for a "
+                           "task, as a patch (podcode edits TASK | git apply)")
+    edits.add_argument("task", help="the task's name as podcode prints it (module.function)")
     sub.add_parser("install", add_help=False, help="install code-server ahead of time "
                    "(podcode install --help)")
     sub.add_parser("doctor", parents=[common], help="check code-server, GPU, mail, ports and "

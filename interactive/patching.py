@@ -1,0 +1,527 @@
+"""Apply the engineer's edits to the running program, in place.
+
+Resume must run the fixed code without running the workflow again. Re-importing
+an edited module re-executes its top-level statements (a script whose pipeline
+runs at top level starts the pipeline again), creates new function and class
+objects that the objects already alive (captured inputs, callers holding
+``from x import f``, frameworks' registries) never see, and cannot find a module
+loaded from a file path (``pyflyte run wf.py``). So podcode patches instead:
+
+- both versions of each changed file are parsed; definitions are matched by
+  their qualified name (``Scaler.apply``, ``train.<locals>.step``);
+- a changed function or method gets the newly compiled code object (and its new
+  default values) assigned to the **existing** function object, so every
+  reference to it sees the fix: a method of a class whose instance was passed
+  in, a helper imported by name, a task wrapped by decorators;
+- a new function, method or class is defined; a new ``import`` and a changed
+  constant (``LR = 0.5``: names bound without calling anything) are run;
+- every other top-level statement is left alone and named in the report, so a
+  script's pipeline never starts again inside a resume;
+- what cannot be patched in place (a class whose bases, decorators or class
+  attributes changed, a function whose decorators or closure variables changed,
+  a syntax error) refuses the whole resume, naming the definition: running the
+  old code again would only fail the same way.
+
+Planning (:func:`plan`) reads and compiles; nothing changes in the program until
+:meth:`Plan.apply`. Nested functions that are alive on their own (a task defined
+inside another function) are found through the garbage collector, once per
+resume and only when such a definition changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import gc
+import inspect
+import logging
+import sys
+import types
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Path_ = tuple[str, ...]
+"""A definition's qualified name as parts: ``("Scaler", "apply")``, ``("f", "<locals>", "g")``."""
+
+LOCALS = "<locals>"
+UNWRAP_ATTRIBUTES = ("__podcode_task__", "__wrapped__", "task_function", "__func__")
+"""Where decorators keep the function they wrap (podcode, functools.wraps, flytekit,
+staticmethod, classmethod, bound methods)."""
+Function = (ast.FunctionDef, ast.AsyncFunctionDef)
+Defaults = tuple[tuple[Any, ...] | None, dict[str, Any] | None]
+"""A function's ``__defaults__`` and ``__kwdefaults__``."""
+
+
+class Unpatchable(Exception):
+    """An edit that cannot be applied to the running program; names the definition."""
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A ``def`` or ``class`` statement of one version of a file."""
+
+    path: Path_
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    first_line: int
+    """The line a code object reports for it: its first decorator's, else its own."""
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+    @property
+    def is_class(self) -> bool:
+        return isinstance(self.node, ast.ClassDef)
+
+    @property
+    def nested(self) -> bool:
+        return LOCALS in self.path
+
+
+@dataclass
+class Change:
+    """One step of a plan: what it does, said for the engineer, and how."""
+
+    label: str
+    run: Callable[[], None]
+
+
+@dataclass
+class Plan:
+    """What a resume will do to the running program."""
+
+    patched: list[str] = field(default_factory=list)
+    """Definitions that get new code (changed or new), qualified by module."""
+    not_executed: list[str] = field(default_factory=list)
+    """Changed top-level statements left alone: ``file:line: statement``."""
+    changes: list[Change] = field(default_factory=list)
+    replaced: dict[int, tuple[types.CodeType, Defaults]] = field(default_factory=dict)
+    """New code and defaults by ``id()`` of the function object that will get them."""
+
+    def preview(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` as it will be once applied (itself when it does not change)."""
+        if not isinstance(function, types.FunctionType) or id(function) not in self.replaced:
+            return function
+        code, (positional, keywords) = self.replaced[id(function)]
+        future = types.FunctionType(
+            code, function.__globals__, function.__name__, positional, function.__closure__
+        )
+        future.__kwdefaults__ = keywords
+        return future
+
+    def apply(self) -> None:
+        for change in self.changes:
+            change.run()
+        if self.patched:
+            log.info("patched in place: %s", ", ".join(self.patched))
+
+    def summary(self) -> str:
+        parts = []
+        if self.patched:
+            parts.append("patched " + ", ".join(self.patched))
+        if self.not_executed:
+            parts.append("not executed (top-level statements): " + "; ".join(self.not_executed))
+        return "; ".join(parts) or "no code changed"
+
+
+def plan(edits: Iterable[tuple[Path, str, str]]) -> Plan:
+    """The plan for ``(file, old text, new text)`` of each edited file.
+
+    Raises :class:`Unpatchable` naming the first definition that cannot be patched."""
+    result = Plan()
+    for path, old, new in edits:
+        if path.suffix != ".py" or old == new:
+            continue
+        for module in modules_of(path):
+            FilePatcher(module, path, old, new, result).plan()
+    return result
+
+
+def modules_of(path: Path) -> list[types.ModuleType]:
+    """The loaded modules whose source is ``path`` (a script can be ``__main__`` and a
+    module at once; ``pyflyte run`` loads a file under a name of its own)."""
+    wanted = _resolved(str(path))
+    found = []
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(module, types.ModuleType) and filename and _resolved(filename) == wanted:
+            found.append(module)
+    return found
+
+
+def _resolved(filename: str) -> Path | None:
+    try:
+        return Path(filename).resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def definitions(tree: ast.Module) -> dict[Path_, list[Definition]]:
+    """Every ``def`` and ``class`` in the file by qualified name, in source order."""
+    found: dict[Path_, list[Definition]] = defaultdict(list)
+
+    def visit(body: list[ast.stmt], prefix: Path_) -> None:
+        for node in body:
+            if isinstance(node, (*Function, ast.ClassDef)):
+                path = (*prefix, node.name)
+                lines = [node.lineno, *(d.lineno for d in node.decorator_list)]
+                found[path].append(Definition(path, node, min(lines)))
+                inner = path if isinstance(node, ast.ClassDef) else (*path, LOCALS)
+                visit(node.body, inner)
+            else:
+                for child in _statement_bodies(node):
+                    visit(child, prefix)
+
+    visit(tree.body, ())
+    return found
+
+
+def _statement_bodies(node: ast.stmt) -> Iterator[list[ast.stmt]]:
+    """Bodies of compound statements (``if``, ``try``, ``with``...): defs inside them count."""
+    for name in ("body", "orelse", "finalbody"):
+        body = getattr(node, name, None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            yield body
+    for handler in getattr(node, "handlers", ()):
+        yield handler.body
+
+
+def _same(a: ast.AST | list[Any] | None, b: ast.AST | list[Any] | None) -> bool:
+    return _dump(a) == _dump(b)
+
+
+def _dump(node: ast.AST | list[Any] | None) -> str:
+    if isinstance(node, list):
+        return "[" + ",".join(_dump(n) for n in node) + "]"
+    return "None" if node is None else ast.dump(node, include_attributes=False)
+
+
+def class_layout(node: ast.ClassDef) -> list[Any]:
+    """What patching methods cannot change: bases, keywords, decorators, class statements."""
+    body = [
+        stmt
+        for index, stmt in enumerate(node.body)
+        if not isinstance(stmt, (*Function, ast.ClassDef)) and not _is_docstring(index, stmt)
+    ]
+    return [node.bases, node.keywords, node.decorator_list, body]
+
+
+def _is_docstring(index: int, stmt: ast.stmt) -> bool:
+    return (
+        index == 0
+        and isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+CodeIndex = dict[tuple[Path_, int], types.CodeType]
+"""Code objects by qualified name and first line."""
+
+
+def code_objects(code: types.CodeType, prefix: Path_ = ()) -> CodeIndex:
+    """The code objects compiled from a file, by qualified name and first line."""
+    found: CodeIndex = {}
+    in_function = bool(code.co_flags & inspect.CO_NEWLOCALS) and code.co_name != "<module>"
+    for const in code.co_consts:
+        if not isinstance(const, types.CodeType) or const.co_name.startswith("<"):
+            continue
+        path = (*prefix, LOCALS, const.co_name) if in_function else (*prefix, const.co_name)
+        found[(path, const.co_firstlineno)] = const
+        found.update(code_objects(const, path))
+    return found
+
+
+class FilePatcher:
+    """Plans the changes of one edited file for one module loaded from it."""
+
+    def __init__(self, module: types.ModuleType, path: Path, old: str, new: str, plan: Plan):
+        self.module = module
+        self.filename = str(getattr(module, "__file__", path))
+        self.display = path.name
+        self.result = plan
+        self.old_tree = _parse(old, self.filename, "before the edit")
+        self.new_tree = _parse(new, self.filename, "after the edit")
+        self.new_codes = code_objects(compile(self.new_tree, self.filename, "exec"))
+        self._nested_lookup: dict[types.CodeType, list[types.FunctionType]] | None = None
+
+    def plan(self) -> None:
+        old_defs, new_defs = definitions(self.old_tree), definitions(self.new_tree)
+        for path, versions in new_defs.items():
+            before = old_defs.get(path, [])
+            for index, definition in enumerate(versions):
+                if index < len(before):
+                    self._changed(before[index], definition)
+                else:
+                    self._added(definition, old_defs)
+        self._top_level()
+
+    # -- definitions ------------------------------------------------------------------
+    def _changed(self, old: Definition, new: Definition) -> None:
+        if old.is_class != new.is_class:
+            self._refuse(new, "it changed between a class and a function")
+        if isinstance(old.node, ast.ClassDef) and isinstance(new.node, ast.ClassDef):
+            if not _same(class_layout(old.node), class_layout(new.node)):
+                self._refuse(new, "its bases, decorators or class attributes changed")
+            return  # its methods are definitions of their own
+        if _same(old.node, new.node) and old.first_line == new.first_line:
+            return
+        if not _same(old.node.decorator_list, new.node.decorator_list):
+            self._refuse(new, "its decorators changed")
+        code = self._new_code(new)
+        functions = self._live_functions(old)
+        if not functions and not new.nested:  # a nested one is made anew by its encloser
+            self._refuse(new, "no running function was found for it")
+        for function in functions:
+            if function.__code__.co_freevars != code.co_freevars:
+                self._refuse(
+                    new,
+                    "the variables it takes from enclosing scopes changed "
+                    f"({', '.join(function.__code__.co_freevars) or 'none'} -> "
+                    f"{', '.join(code.co_freevars) or 'none'})",
+                )
+        defaults = self._defaults(new)
+        self.result.replaced.update((id(f), (code, defaults)) for f in functions)
+        if not _same(old.node, new.node):
+            self.result.patched.append(self._qualified(new))
+        self.result.changes.append(
+            Change(self._qualified(new), lambda: _replace_code(functions, code, defaults))
+        )
+
+    def _added(self, new: Definition, old_defs: dict[Path_, list[Definition]]) -> None:
+        parent = new.path[:-1]
+        if new.nested:
+            return  # created by its enclosing function, which runs the new code
+        if parent and parent not in old_defs:
+            return  # inside a class that is new as a whole
+        owner = self._live_owner(parent, new)
+        node = new.node
+        source = ast.Module(body=[node], type_ignores=[])
+        if isinstance(node, ast.ClassDef) or not parent:
+            code = compile(source, self.filename, "exec")
+            namespace = vars(owner) if not parent else None
+            if namespace is None:
+                self._refuse(new, "a class defined inside a class cannot be added in place")
+
+            def define() -> None:
+                exec(code, namespace)  # noqa: S102 - a definition from the engineer's own file
+
+            change = define
+        else:
+            function = self._new_function(new, owner)
+
+            def change() -> None:
+                setattr(owner, new.path[-1], function())
+
+        self.result.patched.append(self._qualified(new))
+        self.result.changes.append(Change(self._qualified(new), change))
+
+    def _new_function(self, new: Definition, owner: Any) -> Callable[[], Any]:
+        """A new method: its compiled code with the class cell ``super()`` needs, and its
+        decorators applied (evaluated when the plan is applied)."""
+        code = self._new_code(new)
+        defaults = self._defaults(new)
+        closure = tuple(types.CellType(owner) for name in code.co_freevars if name == "__class__")
+        if len(closure) != len(code.co_freevars):
+            self._refuse(new, "it uses variables of an enclosing scope")
+        node = new.node
+        decorators = [
+            compile(ast.Expression(body=d), self.filename, "eval") for d in node.decorator_list
+        ]
+
+        def build() -> Any:
+            function = types.FunctionType(
+                code, vars(self.module), code.co_name, defaults[0], closure or None
+            )
+            function.__kwdefaults__ = defaults[1]
+            function.__qualname__ = ".".join(new.path)
+            value: Any = function
+            for decorator in reversed(decorators):
+                value = eval(decorator, vars(self.module))(value)  # noqa: S307 - the user's source
+            return value
+
+        return build
+
+    def _new_code(self, new: Definition) -> types.CodeType:
+        code = self.new_codes.get((new.path, new.first_line))
+        if code is None:
+            raise self._refusal(new, "its compiled code was not found")
+        return code
+
+    def _defaults(self, new: Definition) -> Defaults:
+        """The new default values, evaluated in the module (as Python does at ``def``)."""
+        node = new.node
+        assert isinstance(node, Function)
+        args = node.args
+        if not args.defaults and not any(args.kw_defaults):
+            return None, None
+        try:
+            positional = tuple(self._evaluate(d) for d in args.defaults) or None
+            keywords = {
+                arg.arg: self._evaluate(d)
+                for arg, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+                if d is not None
+            }
+        except Exception as exc:
+            self._refuse(new, f"its default values cannot be evaluated ({exc!r})")
+        return positional, keywords or None
+
+    def _evaluate(self, expression: ast.expr) -> Any:
+        code = compile(ast.Expression(body=expression), self.filename, "eval")
+        return eval(code, vars(self.module))  # noqa: S307 - a default from the user's source
+
+    # -- finding what runs --------------------------------------------------------------
+    def _live_owner(self, path: Path_, new: Definition) -> Any:
+        owner: Any = self.module
+        for part in path:
+            owner = vars(owner).get(part)
+            if owner is None:
+                self._refuse(new, f"{'.'.join(path)} is not defined in the running program")
+        return owner
+
+    def _live_functions(self, old: Definition) -> list[types.FunctionType]:
+        """The running function objects of ``old``: through the module, its classes and
+        decorator chains; nested ones through the code object they were made from."""
+        if old.nested:
+            return self._nested_functions(old)
+        value: Any = self.module
+        for part in old.path:
+            value = vars(value).get(part) if hasattr(value, "__dict__") else None
+        name = old.path[-1]
+        found = [f for f in unwrap(value) if f.__code__.co_name == name]
+        same_line = [f for f in found if f.__code__.co_firstlineno == old.first_line]
+        return same_line or found
+
+    def _nested_functions(self, old: Definition) -> list[types.FunctionType]:
+        outer = next(i for i, part in enumerate(old.path) if part == LOCALS) - 1
+        enclosing = Definition(old.path[: outer + 1], old.node, 0)
+        codes = set()
+        for function in self._live_functions(enclosing):
+            for (path, line), code in code_objects(function.__code__, enclosing.path).items():
+                if path == old.path and line == old.first_line:
+                    codes.add(code)
+        if self._nested_lookup is None:
+            self._nested_lookup = functions_by_code()
+        return [f for code in codes for f in self._nested_lookup.get(code, [])]
+
+    # -- top-level statements ------------------------------------------------------------
+    def _top_level(self) -> None:
+        old = {_dump(s) for s in self.old_tree.body if not isinstance(s, (*Function, ast.ClassDef))}
+        for index, stmt in enumerate(self.new_tree.body):
+            if isinstance(stmt, (*Function, ast.ClassDef)) or _is_docstring(index, stmt):
+                continue
+            if _dump(stmt) in old or _has_definitions(stmt):
+                continue
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                self.result.changes.append(self._run_statement(stmt, f"import at {stmt.lineno}"))
+                continue
+            if is_constant_assignment(stmt):
+                names = [t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)]
+                self.result.patched.append(f"{self.module.__name__}.{names[0]}")
+                self.result.changes.append(self._run_statement(stmt, names[0]))
+                continue
+            text = ast.unparse(stmt).split("\n")[0]
+            self.result.not_executed.append(f"{self.display}:{stmt.lineno}: {text[:60]}")
+
+    def _run_statement(self, stmt: ast.stmt, label: str) -> Change:
+        """A statement that only binds names (an import, a constant): safe to run again."""
+        code = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
+        namespace = vars(self.module)
+
+        def run() -> None:
+            exec(code, namespace)  # noqa: S102 - a statement from the engineer's own file
+
+        return Change(label, run)
+
+    def _qualified(self, definition: Definition) -> str:
+        return f"{self.module.__name__}.{definition.name}"
+
+    def _refuse(self, definition: Definition, reason: str) -> Any:
+        raise self._refusal(definition, reason)
+
+    def _refusal(self, definition: Definition, reason: str) -> Unpatchable:
+        return Unpatchable(
+            f"{self.display}:{definition.node.lineno}: {definition.name} cannot be patched in "
+            f"place: {reason}"
+        )
+
+
+def is_constant_assignment(stmt: ast.stmt) -> bool:
+    """``LR = 0.5``, ``LABELS: list[str] = ["a", "b"]``: names bound to values computed
+    without calling anything, so running it again does no work and has no side effect."""
+    if isinstance(stmt, ast.Assign):
+        targets, value = stmt.targets, stmt.value
+    elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+        targets, value = [stmt.target], stmt.value
+    else:
+        return False
+    if not all(isinstance(target, ast.Name) for target in targets):
+        return False
+    dynamic = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)
+    comprehension = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return not any(isinstance(node, dynamic + comprehension) for node in ast.walk(value))
+
+
+def _has_definitions(stmt: ast.stmt) -> bool:
+    return any(isinstance(n, (*Function, ast.ClassDef)) for n in ast.walk(stmt))
+
+
+def _parse(text: str, filename: str, when: str) -> ast.Module:
+    try:
+        return ast.parse(text, filename)
+    except SyntaxError as exc:
+        raise Unpatchable(
+            f"{Path(filename).name}:{exc.lineno}: syntax error {when}: {exc.msg}"
+        ) from None
+
+
+def unwrap(value: Any, depth: int = 8) -> list[types.FunctionType]:
+    """The plain functions behind ``value``: through staticmethod, classmethod, property,
+    ``functools.wraps`` chains, flytekit's task and ``functools.partial``."""
+    found: list[types.FunctionType] = []
+    seen: set[int] = set()
+    pending = [(value, 0)]
+    while pending:
+        current, level = pending.pop()
+        if current is None or id(current) in seen or level > depth:
+            continue
+        seen.add(id(current))
+        if isinstance(current, types.FunctionType):
+            found.append(current)
+        if isinstance(current, property):
+            pending.extend((f, level + 1) for f in (current.fget, current.fset, current.fdel))
+        if isinstance(current, functools.partial):
+            pending.append((current.func, level + 1))
+        for attribute in UNWRAP_ATTRIBUTES:
+            try:
+                inner = getattr(current, attribute, None)
+            except Exception:  # an object whose attribute lookup itself fails
+                inner = None
+            if inner is not None and not isinstance(inner, (str, int, float, bool)):
+                pending.append((inner, level + 1))
+    return found
+
+
+def functions_by_code() -> dict[types.CodeType, list[types.FunctionType]]:
+    """Every live Python function by its code object (one pass over the heap)."""
+    table: dict[types.CodeType, list[types.FunctionType]] = defaultdict(list)
+    function_type = types.FunctionType
+    for obj in gc.get_objects():
+        if type(obj) is function_type:
+            table[obj.__code__].append(obj)
+    return table
+
+
+def _replace_code(
+    functions: list[types.FunctionType],
+    code: types.CodeType,
+    defaults: Defaults,
+) -> None:
+    for function in functions:
+        function.__code__ = code
+        function.__defaults__, function.__kwdefaults__ = defaults
