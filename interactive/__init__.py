@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from interactive.capture import load_inputs
-from interactive.decorator import vscode
 from interactive.errors import PodcodeError, Preempted, Reaped, SettingError
+
+if TYPE_CHECKING:
+    from interactive.capture import load_inputs
+    from interactive.decorator import vscode
+
+_LAZY = {"load_inputs": "interactive.capture", "vscode": "interactive.decorator"}
+"""Imported on first use, so that ``python -m interactive.<tool>`` (the CLI, the session's
+watchdog) does not pay for the decorator's imports."""
 
 __all__ = [
     "PodcodeError",
@@ -32,3 +39,11 @@ def checkpoint_dir(task: str | None = None) -> Any:
     from interactive.checkpoint import checkpoint_dir as folder
 
     return folder(task)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'interactive' has no attribute {name!r}")

@@ -3,12 +3,23 @@
 Each argument is pickled on its own (protocol 5) so one unpicklable argument
 does not lose the others. Large contiguous buffers (NumPy arrays, bytes-like
 objects) go out of band into one raw file, written and read at disk speed.
+A session saves at most ``max_capture_bytes``; an argument beyond that is not
+saved, like an unpicklable one, and a warning says so.
 
-Layout of ``$PODCODE_HOME/inputs/<task>/``::
+A session captures into its own folder,
+``$PODCODE_HOME/sessions/<pid>-<start>/inputs/<task>/``, so that two processes
+running the same task never overwrite each other's::
 
     manifest.json   what was saved, where, and what could not be
     data.bin        the per-argument pickles, back to back
     buffers.bin     the out-of-band buffers, back to back, 64-byte aligned
+
+:func:`load_inputs` looks, in order, in this process's own session, in the
+session whose IDE started this process (``PODCODE_SESSION_ID``, set in every
+terminal and debugger of a session's VS Code), then takes the newest capture of
+the task in the home. The folder is removed when the session ends with the task
+done; it is kept when the session fails, is aborted or cleaned up, or its
+process dies.
 """
 
 from __future__ import annotations
@@ -27,12 +38,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from interactive import record
 from interactive.errors import InputsError
+from interactive.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.settings import podcode_home
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
+INPUTS = "inputs"
 _ALIGN = 64
 _BIG_BYTES = 1 << 20  # bytes objects at least this large go out of band
 
@@ -53,7 +67,9 @@ def task_slug(task: str) -> str:
 
 
 def inputs_folder(task: str, home: Path | None = None) -> Path:
-    return (home or podcode_home()) / "inputs" / task_slug(task)
+    """``home/inputs/<task>``: ``home`` is a session's folder (or, for older captures,
+    ``$PODCODE_HOME`` itself)."""
+    return (home or podcode_home()) / INPUTS / task_slug(task)
 
 
 def argument_names(
@@ -112,16 +128,34 @@ def _write_buffers(out: BinaryIO, buffers: list[pickle.PickleBuffer]) -> list[li
     return spans
 
 
+def _size(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+def _too_large(total: int, max_bytes: int) -> str:
+    return (
+        f"too large to capture: {_size(total)} with the arguments before it, over "
+        f"max_capture_bytes ({_size(max_bytes)}; raise it with PODCODE_MAX_CAPTURE_BYTES)"
+    )
+
+
 def save_inputs(
     task: str,
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     home: Path | None = None,
+    *,
+    max_bytes: int | None = None,
 ) -> CaptureReport:
-    """Save the call's arguments for ``task``; never raises for an unpicklable argument."""
+    """Save the call's arguments for ``task`` under ``home`` (at most ``max_bytes`` in
+    all); never raises for an argument that cannot be saved."""
     folder = inputs_folder(task, home)
-    folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record.make_private(folder.parent)
     staging = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
@@ -133,6 +167,7 @@ def save_inputs(
         for name, value in zip(argument_names(fn, args, kwargs), args, strict=False)
     ]
     named += [(name, "keyword", value) for name, value in kwargs.items()]
+    total = 0
     with open(staging / "data.bin", "wb") as data:
         for name, kind, value in named:
             entry: dict[str, Any] = {"name": name, "kind": kind}
@@ -142,7 +177,14 @@ def save_inputs(
             except Exception as exc:  # pickling can raise anything a __reduce__ raises
                 entry["error"] = f"{type(exc).__name__}: {exc}"
                 report.failed[name] = entry["error"]
+                entries.append(entry)
+                continue
+            size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
+            if max_bytes is not None and total + size > max_bytes:
+                del sink.buffers[start:]
+                entry["error"] = report.failed[name] = _too_large(total + size, max_bytes)
             else:
+                total += size
                 entry.update(offset=data.tell(), size=len(blob), buffers=[start, len(sink.buffers)])
                 data.write(blob)
                 report.saved.append(name)
@@ -167,6 +209,58 @@ def save_inputs(
             why,
         )
     return report
+
+
+def save_session_inputs(
+    task: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    home: Path,
+    max_bytes: int | None = None,
+) -> CaptureReport:
+    """A session's capture: into its own folder under ``home``; the captures of ``task``
+    that processes now gone left in ``home`` are removed (this one replaces them)."""
+    report = save_inputs(task, fn, args, kwargs, record.session_dir(home), max_bytes=max_bytes)
+    try:
+        prune(home, task)
+    except OSError as exc:
+        log.warning("could not remove older captures of %s: %s", task, exc)
+    return report
+
+
+def _process_gone(folder: Path) -> bool:
+    """Whether the session in ``folder`` (``sessions/<pid>-<start>``) has no process left."""
+    data = record.read_record(folder / record.FILE) or {}
+    pid, started = data.get("pid"), data.get("started")
+    if pid is None:
+        head, _, tail = folder.name.partition("-")
+        if not head.isdigit():
+            return False
+        pid, started = int(head), int(tail) / 100 if tail.isdigit() else None
+    return is_running(pid, started) is False
+
+
+def prune(home: Path, task: str) -> list[Path]:
+    """Remove the captures of ``task`` in ``home`` left by processes that are gone (and
+    such a session's folder once it holds no capture); what was removed."""
+    removed = []
+    legacy = inputs_folder(task, home)
+    if legacy.exists():
+        removed.append(legacy)
+    own = record.session_dir(home)
+    for folder in sorted((home / record.SESSIONS).glob("*")):
+        if folder == own or not folder.is_dir() or not _process_gone(folder):
+            continue
+        captured = inputs_folder(task, folder)
+        if captured.exists():
+            removed.append(captured)
+        left = [p for p in (folder / INPUTS).glob("*") if p != captured]
+        if not left:
+            removed.append(folder)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
 
 
 def _replace_folder(staging: Path, folder: Path) -> None:
@@ -194,20 +288,58 @@ def _read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
-def _default_task(home: Path) -> str:
-    session = home / "session.json"
-    if session.exists():
-        with open(session, encoding="utf-8") as handle:
-            task = json.load(handle).get("task")
+def _preferred_sessions(home: Path, environ: Mapping[str, str]) -> list[Path]:
+    """This process's session, then the session whose IDE started this process (in
+    ``home``, or in a rank's folder of it)."""
+    named = [own_session_id(), environ.get(SESSION_VARIABLE, "")]
+    folders = []
+    for name in dict.fromkeys(n for n in named if n):
+        folders.append(record.session_dir(home, name))
+        folders.extend(sorted(home.glob(f"rank-*/{record.SESSIONS}/{name}")))
+    return folders
+
+
+def _captures(home: Path) -> list[Path]:
+    """Every capture folder in ``home`` (its ranks' included), newest first."""
+    manifests = [*home.glob(f"{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
+                 *home.glob(f"rank-*/{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
+                 *home.glob(f"{INPUTS}/*/manifest.json")]
+
+    def created(path: Path) -> float:
+        try:
+            return float(json.loads(path.read_text(encoding="utf-8"))["created"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0.0
+
+    return [path.parent for path in sorted(manifests, key=created, reverse=True)]
+
+
+def find_inputs(task: str, home: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The folder :func:`load_inputs` reads for ``task``: this process's session's capture,
+    else that of the session whose IDE started it, else the newest in ``home``."""
+    environ = os.environ if environ is None else environ
+    for session in _preferred_sessions(home, environ):
+        folder = inputs_folder(task, session)
+        if (folder / "manifest.json").exists():
+            return folder
+    slug = task_slug(task)
+    newest = next((folder for folder in _captures(home) if folder.name == slug), None)
+    return newest or inputs_folder(task, home)
+
+
+def _default_task(home: Path, environ: Mapping[str, str]) -> str:
+    """The task of this process's session, of the session whose IDE started this process,
+    of the home's first session, else the only task captured in the home."""
+    for folder in [*_preferred_sessions(home, environ), home]:
+        task = (record.read_record(folder / record.FILE) or {}).get("task")
         if isinstance(task, str):
             return task
-    folders = (
-        sorted((home / "inputs").glob("*/manifest.json")) if (home / "inputs").exists() else []
-    )
-    if len(folders) == 1:
-        return str(_read_manifest(folders[0].parent)["task"])
+    tasks = sorted({str(_read_manifest(folder)["task"]) for folder in _captures(home)})
+    if len(tasks) == 1:
+        return tasks[0]
     raise InputsError(
-        f"which task? name it: load_inputs(task=...) ({len(folders)} captured in {home / 'inputs'})"
+        f"which task? name it: load_inputs(task=...) ({len(tasks)} captured in {home}"
+        + (f": {', '.join(tasks)})" if tasks else ")")
     )
 
 
@@ -240,9 +372,14 @@ def _read_pool(path: Path) -> memoryview:
 def load_inputs(
     task: str | None = None, home: Path | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task)."""
+    """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task).
+
+    Found in this process's own session, else in the session whose VS Code started
+    this process (its terminals and "debug again"), else the newest capture of the
+    task in ``home`` (default ``$PODCODE_HOME``).
+    """
     home = home or podcode_home()
-    folder = inputs_folder(task or _default_task(home), home)
+    folder = find_inputs(task or _default_task(home, os.environ), home)
     manifest = _read_manifest(folder)
     missing = [entry["name"] for entry in manifest["arguments"] if "error" in entry]
     if missing:

@@ -1,8 +1,9 @@
 """The CLI's side of Kubernetes: kubeconfig, listing sessions, reading a session's secrets.
 
 A session's password and control token never leave the pod through labels,
-annotations or events: the CLI reads the pod's own ``session.json`` with
-``pods/exec`` (``cat <podcode.io/home>/session.json``), the same permission
+annotations or events: the CLI reads the pod's own records with ``pods/exec``
+(``ls <podcode.io/home>/sessions``, then one ``cat`` of every session's
+``session.json`` and ``<podcode.io/home>/session.json``), the same permission
 ``kubectl exec`` needs. See docs/kubernetes.md (security).
 """
 
@@ -40,9 +41,7 @@ from interactive.kube import (
 from interactive.portforward import PortStream, describe_refusal, handshake_status, open_port_stream
 from interactive.sessionfile import (
     ENDED_STATES,
-    SessionFile,
-    SessionFileError,
-    parse_session_text,
+    parse_records,
 )
 from interactive.types import Environ
 
@@ -244,29 +243,38 @@ class Cluster:
             )
         return info
 
-    def read_session_file(self, info: SessionInfo, container: str | None = None) -> SessionFile:
-        """The pod's ``session.json``, read with ``pods/exec`` (``cat``)."""
+    def read_session_records(
+        self, info: SessionInfo, container: str | None = None
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Every session record in the pod, read with ``pods/exec``: the sessions listed
+        by ``ls <home>/sessions`` and the home's ``session.json`` (one ``cat``); a pod
+        whose podcode predates per-session records has only the latter."""
         if not info.home:
             raise ClusterError(
                 f"pod {info.namespace}/{info.pod} does not say where its session lives "
                 f"(no {ANN_HOME} annotation): is its podcode older than this CLI?", "not_session",
             )
-        path = posixpath.join(info.home, "session.json")
-        code, out, message = self._exec(info, ["cat", path], container)
-        if code != 0:
-            if "No such file" in message:
-                raise ClusterError(
-                    f"pod {info.namespace}/{info.pod} has no session file at {path}: the "
-                    "session has ended or is not open yet", "ended",
-                )
+        folder = posixpath.join(info.home, "sessions")
+        code, out, _ = self._exec(info, ["ls", "-1", folder], container)
+        names = [name for name in out.split() if not name.startswith(".")] if code == 0 else []
+        main = posixpath.join(info.home, "session.json")
+        paths = [posixpath.join(folder, name, "session.json") for name in names] + [main]
+        code, out, message = self._exec(info, ["cat", *paths], container)
+        records = parse_records(out)
+        where = f"{info.namespace}/{info.pod}:{info.home}"
+        if records:
+            return [(where, record) for record in records]
+        if "No such file" in message:
             raise ClusterError(
-                f"cannot read {path} in pod {info.namespace}/{info.pod}: {message.strip()}",
-                "failed",
+                f"pod {info.namespace}/{info.pod} has no session file at {main}: the "
+                "session has ended or is not open yet", "ended",
             )
-        try:
-            return parse_session_text(out, f"{info.namespace}/{info.pod}:{path}")
-        except SessionFileError as exc:
-            raise ClusterError(str(exc), "failed") from None
+        if code == 0:
+            raise ClusterError(f"{where}: no readable session record (not JSON)", "failed")
+        raise ClusterError(
+            f"cannot read {main} in pod {info.namespace}/{info.pod}: {message.strip()}",
+            "failed",
+        )
 
     def open_stream(self, info: SessionInfo, port: int) -> PortStream:
         return open_port_stream(self.api, info.pod, info.namespace, port)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from interactive.capture import task_slug
+from interactive.jsonfile import write_json
 from vscode_config import vscode
 
 log = logging.getLogger(__name__)
@@ -63,17 +63,6 @@ def _read_json(path: Path) -> Any:
         path.replace(backup)
         log.warning("could not parse %s (%s); kept it as %s", path, exc, backup)
         return None
-
-
-def write_json(path: Path, data: Any, mode: int = 0o644) -> None:
-    """Atomically write ``data`` as JSON with ``mode`` (created with it, never wider)."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
-    os.chmod(temp, mode)
-    temp.replace(path)
 
 
 def write_configurations(

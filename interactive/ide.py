@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from interactive.identity import own_session_id
 from interactive.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ async def start_ide(
                 password=password,
                 extensions=list(settings.extensions),
                 companion=True,
+                marker=own_session_id(),  # the watchdog ends every process carrying it
             )
             launching()
             await server.start()

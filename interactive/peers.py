@@ -13,7 +13,6 @@ local rank that waits in a session, so they go on together.
 from __future__ import annotations
 
 import fcntl
-import functools
 import json
 import logging
 import os
@@ -25,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from interactive.identity import process_identity as process_identity  # re-exported
+from interactive.identity import process_started
 from interactive.idle import Sample
 from interactive.loop import mark_service_thread
 from interactive.ranks import RankInfo
@@ -43,14 +42,6 @@ FORWARD_TIMEOUT_SECONDS = 5.0
 def rank_home(base: Path, info: RankInfo) -> Path:
     """The folder of this rank's session files (``base`` itself for a single process)."""
     return base / f"rank-{info.local_rank}" if info.distributed else base
-
-
-def process_started(pid: int) -> float | None:
-    """When ``pid`` started (to tell a live process from a reused pid), None if gone."""
-    try:
-        return round(float(psutil.Process(pid).create_time()), 2)
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
 
 
 @dataclass(frozen=True)
@@ -280,12 +271,3 @@ def current() -> Peers | None:
 def set_in_session(value: bool) -> None:
     if _watch is not None:
         _watch.in_session = value
-
-
-_own_start = functools.lru_cache(maxsize=1)(process_started)
-"""This process's start time, read once (records are rewritten at every poll)."""
-
-
-def process_identity() -> dict[str, Any]:
-    pid = os.getpid()
-    return {"pid": pid, "started": _own_start(pid)}

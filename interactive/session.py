@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import secrets
+import shutil
 import sys
 import threading
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interactive import configure, postmortem, record
-from interactive.capture import CaptureReport, save_inputs
+from interactive.capture import CaptureReport, save_session_inputs
 from interactive.configure import TaskRef
 from interactive.errors import ResumeConflict, SessionError
 from interactive.ide import Ide, start_ide
@@ -34,6 +35,7 @@ from interactive.resume import ArgShape, Resume, plan_resume
 from interactive.settings import Settings, ensure_home, podcode_home
 from interactive.state import SessionState
 from interactive.types import Clock, ExcInfo, system_clock
+from interactive.watchdog import Watchdog, start_watchdog
 from interactive.workspace import Snapshot
 
 if TYPE_CHECKING:
@@ -200,11 +202,15 @@ class Session:
             # code-server takes the longest: start it first, set up the rest while it boots.
             self._loop.spawn(self._serve_ide(settled, bind), "ide")
             settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+        paths = record.record_paths(self.home, self.base_home)
+        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
         from interactive.control import ControlServer  # aiohttp: imported while the IDE boots
 
         self._control = ControlServer(self, self.token, control_sock)
         self._loop.call(self._control.start())
-        self.capture = save_inputs(self.task.name, fn, args, kwargs, self.home)
+        self.capture = save_session_inputs(
+            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes
+        )
         for name in self.capture.failed:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
@@ -489,6 +495,7 @@ class Session:
             "error": self.state.error,
             "attempt": self.state.attempt,
             "workspace": str(self.workspace),
+            "config_root": str(self.config_root),
             "control_url": self.endpoints.control_url,
             "token": self.token,
             "debug": {"host": host, "port": port},
@@ -503,13 +510,16 @@ class Session:
         self._write_record(data)
 
     def _write_record(self, data: dict[str, Any]) -> None:
-        """This rank's ``session.json``; the leader's also where the CLI looks first.
-        The main thread and the loop (an IDE that joins late) both write it: one at a time."""
+        """The session's own record; a rank's also in its rank folder; and the home's
+        ``session.json`` while this session holds it (the first one, the ranks' leader).
+        The main thread and the loop (an IDE that joins late) both write: one at a time."""
         with self._record_lock:
             self._recorded = True
-            record.write_session(self.home, data)
-            if self.leader and self.home != self.base_home:
-                record.write_session(self.base_home, data)
+            record.write_session(record.session_dir(self.home), data)
+            if self.home != self.base_home:
+                record.write_session(self.home, data)
+            if self.leader:
+                record.write_claimed(self.base_home, data)
 
     def close(self, final_state: str) -> None:
         """Stop everything this session started; safe to call twice. Every step runs, even
@@ -532,6 +542,9 @@ class Session:
         )
         if self._recorded:
             steps.append(("the session record", self._record_end))
+        if final_state == "done":  # kept after a failure, an abort, a cleanup, for debugging
+            folder = record.session_dir(self.home)  # the record and the captured inputs
+            steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
         if self.peers is not None:
             steps.append(("the rank's lead", self.peers.release))
         for what, step in steps:
@@ -540,6 +553,9 @@ class Session:
             except Exception:
                 log.exception("closing the session of %s: could not stop %s", self.task.name, what)
         set_in_session(False)
+        watchdog, self._watchdog = getattr(self, "_watchdog", None), None
+        if watchdog is not None:
+            watchdog.stop()
 
     def _record_end(self) -> None:
         self._write_record(

@@ -1,15 +1,17 @@
-"""Reading a session's ``session.json`` for the CLI (local file, or a pod's copy).
+"""Reading sessions' records for the CLI (local files, or a pod's copies).
 
-The session writes ``$PODCODE_HOME/session.json`` (mode 0600: it holds the
-control API token and code-server's password). The CLI reads it here; a file
-that is missing, unreadable or malformed becomes a :class:`SessionFileError`
-that says what to do.
+Every session writes ``$PODCODE_HOME/sessions/<pid>-<start>/session.json``
+(mode 0600: it holds the control API token and code-server's password), and
+the first one in a home also ``$PODCODE_HOME/session.json`` (see
+:mod:`interactive.record`). The CLI finds them here; a record that is
+missing or malformed becomes a :class:`SessionFileError` that says
+what to do. A record whose process is gone is shown as such and its secrets
+are never used.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,16 +20,17 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from interactive.errors import PodcodeError
+from interactive.identity import is_running
+from interactive.record import ENDED_STATES as ENDED_STATES  # re-exported
+from interactive.record import FILE, GONE, SESSIONS, read_record
 from interactive.settings import podcode_home
 from interactive.types import Environ
 
-FILE = "session.json"
-ENDED_STATES = frozenset({"done", "failed"})
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not bind
 
 
 class SessionFileError(PodcodeError):
-    """No usable session record: ``missing`` (no session), ``invalid`` or ``unreadable``."""
+    """No usable session record: ``missing`` (no session) or ``invalid``."""
 
     def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
@@ -104,30 +107,6 @@ def parse_session(data: Any, where: str) -> SessionFile:
     )
 
 
-def parse_session_text(text: str, where: str) -> SessionFile:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise SessionFileError(f"{where} is not valid JSON ({exc})", "invalid") from None
-    return parse_session(data, where)
-
-
-def read_session_file(path: Path | None = None) -> SessionFile:
-    """The local session's record (default ``$PODCODE_HOME/session.json``)."""
-    path = session_path() if path is None else path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SessionFileError(
-            f"no local podcode session ({path} does not exist): name a pod (podcode status POD) "
-            "or set PODCODE_HOME to the session's folder",
-            "missing",
-        ) from None
-    except OSError as exc:
-        raise SessionFileError(f"cannot read {path}: {exc.strerror}", "unreadable") from None
-    return parse_session_text(text, str(path))
-
-
 def too_open(path: Path) -> bool:
     """True when others than the owner may read the file (it holds secrets)."""
     try:
@@ -137,14 +116,114 @@ def too_open(path: Path) -> bool:
     return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
 
 
-def process_alive(pid: int | None) -> bool | None:
-    """Whether ``pid`` runs on this machine (None: unknown)."""
-    if pid is None or pid <= 0:
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+@dataclass(frozen=True)
+class Found:
+    """One session's record, where it was found, and whether its process runs (None:
+    this machine cannot tell, e.g. a record read from a pod)."""
+
+    where: str
+    data: Mapping[str, Any] = field(repr=False)
+    running: bool | None
+
+    @property
+    def pid(self) -> int | None:
+        return _int(self.data.get("pid"))
+
+    @property
+    def task(self) -> str | None:
+        return _text(self.data, "task")
+
+    @property
+    def state(self) -> str:
+        return _text(self.data, "state") or "unknown"
+
+    @property
+    def started(self) -> float:
+        value = self.data.get("started")
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+    @property
+    def gone(self) -> bool:
+        """Its process ended without closing the session (killed, out of memory)."""
+        return not self.ended and (self.running is False or self.data.get(GONE) is not None)
+
+    @property
+    def open(self) -> bool:
+        """A session that may answer: it has a control API and is neither ended nor gone."""
+        return not self.ended and not self.gone and _text(self.data, "control_url") is not None
+
+    @property
+    def shown_state(self) -> str:
+        return f"{self.state} (process gone)" if self.gone else self.state
+
+    def matches(self, task: str | None, pid: int | None) -> bool:
+        """Whether this is the session of ``task`` (its full name or a dotted tail of it)
+        and of process ``pid`` (None: any)."""
+        name = self.task or ""
+        if task is not None and name != task and not name.endswith(f".{task}"):
+            return False
+        return pid is None or self.pid == pid
+
+    def describe(self) -> str:
+        return f"pid {self.pid or '?'} {self.task or '?'} ({self.shown_state})"
+
+
+def record_files(home: Path) -> list[Path]:
+    """Where sessions' records may be in ``home``: each session's own first, then the
+    home's and the ranks' (written by older podcode versions too)."""
+    return [
+        *sorted(home.glob(f"{SESSIONS}/*/{FILE}")),
+        *sorted(home.glob(f"rank-*/{SESSIONS}/*/{FILE}")),
+        home / FILE,
+        *sorted(home.glob(f"rank-*/{FILE}")),
+    ]
+
+
+def unique(records: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """One entry per process (its own record wins over the copies), sessions only: a rank's
+    placeholder written while its task runs has no control API yet and is left out."""
+    seen: set[object] = set()
+    kept = []
+    for where, data in records:
+        if _text(data, "control_url") is None and data.get("state") not in ENDED_STATES:
+            continue
+        key = (data.get("pid"), data.get("started")) if data.get("pid") is not None else where
+        if key not in seen:
+            seen.add(key)
+            kept.append((where, data))
+    return kept
+
+
+def find_local(home: Path) -> list[Found]:
+    """Every session recorded in ``home`` on this machine, with its process checked."""
+    records = [(str(path), data) for path in record_files(home)
+               if (data := read_record(path)) is not None]
+    return [Found(where, data, is_running(data.get("pid"), data.get("started")))
+            for where, data in unique(records)]
+
+
+def parse_records(text: str) -> list[dict[str, Any]]:
+    """JSON objects written back to back (``cat`` of several records); what is not an
+    object, or does not parse, is skipped."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    index = 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if index >= len(text):
+            return found
+        try:
+            value, index = decoder.raw_decode(text, index)
+        except ValueError:
+            next_object = text.find("\n{", index)
+            if next_object < 0:
+                return found
+            index = next_object + 1
+            continue
+        if isinstance(value, dict):
+            found.append(value)

@@ -64,6 +64,8 @@ class Settings:
     """Email address warned before cleanup (else PODCODE_OWNER, else the pod annotation)."""
     retries: int = 0
     """Fresh attempts with the same inputs before a session opens."""
+    max_capture_bytes: int = 1 << 30
+    """Bytes of captured inputs a session may write; arguments beyond it are not saved."""
     cache: bool = False
     """Return a stored output for the same inputs instead of running."""
     cache_version: str = "1"
@@ -246,6 +248,7 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "cpu_idle_percent": _percent,
     "owner": _optional_str,
     "retries": _number(int, 0),
+    "max_capture_bytes": _number(int, 0),
     "cache": parse_bool,
     "cache_version": _text,
     "extensions": _extensions,

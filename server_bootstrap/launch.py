@@ -30,8 +30,9 @@ from server_bootstrap.process import terminate_tree, tree_members
 
 log = logging.getLogger(__name__)
 
-MARKER_VARIABLE = "PODCODE_CODE_SERVER_ID"
-"""Set in code-server's environment; every process it starts inherits it."""
+MARKER_VARIABLE = "PODCODE_SESSION_ID"
+"""Set in code-server's environment; every process it starts inherits it (terminals and
+debug adapters included). Its value is the session's id when a session starts code-server."""
 _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -222,6 +223,7 @@ class CodeServer:
         max_restarts: int = 3,
         restart_delay: float = 1.0,
         stop_grace: float = 5.0,
+        marker: str | None = None,
     ) -> None:
         self.binary = binary
         self.workspace = workspace
@@ -240,7 +242,7 @@ class CodeServer:
         """True while code-server answers (after start, until it exits or is stopped)."""
         self._password = password
         self._env = dict(env)
-        self._marker = secrets.token_hex(8)
+        self._marker = marker or secrets.token_hex(8)
         self._config = data_dir / f"config-{self._marker}.yaml"
         """Holds the password's hash while code-server starts; removed once it listens."""
         self._login_strings: Path | None = None

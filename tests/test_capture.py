@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -9,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interactive.capture import argument_names, load_inputs, save_inputs
+from interactive import record
+from interactive.capture import argument_names, load_inputs, save_inputs, save_session_inputs
 from interactive.errors import InputsError
+from interactive.identity import SESSION_VARIABLE, own_session_id, process_started
 
 
 def task(data, scale: float = 1.0, *rest, flag=False, **extra):  # noqa: ANN001, ANN002, ANN003
@@ -88,3 +91,74 @@ def test_argument_names_follow_the_signature() -> None:
         "rest[1]",
     ]
     assert argument_names(len, (1, 2), {}) == ["args[0]", "args[1]"]
+
+
+def test_inputs_over_max_capture_bytes_are_named_and_not_written(
+    podcode_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    big = np.ones(2_000_000, dtype=np.uint8)
+    report = save_inputs("t", task, (b"small", big), {}, podcode_home, max_bytes=1_000_000)
+    assert report.saved == ["data"] and "too large" in report.failed["scale"]
+    assert "max_capture_bytes (1.0 MB; raise it with PODCODE_MAX_CAPTURE_BYTES)" in caplog.text
+    assert (report.folder / "buffers.bin").stat().st_size == 0
+    with pytest.raises(InputsError, match="'scale'"):
+        load_inputs("t", podcode_home)
+    assert save_inputs("t", task, (big,), {}, podcode_home, max_bytes=0).failed
+
+
+def _capture_in(home: Path, session: str, value: int, task_name: str = "t") -> Path:
+    return save_inputs(task_name, task, (value,), {}, record.session_dir(home, session)).folder
+
+
+def test_load_inputs_prefers_its_own_session_then_its_ide_then_the_newest(
+    podcode_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSION_VARIABLE, raising=False)
+    save_inputs("t", task, (0,), {}, podcode_home)  # an older podcode's layout
+    assert load_inputs("t", podcode_home) == ((0,), {})
+    _capture_in(podcode_home, "11-1", 1)
+    _capture_in(podcode_home, "22-2", 2)
+    assert load_inputs("t", podcode_home) == ((2,), {})  # the newest
+    monkeypatch.setenv(SESSION_VARIABLE, "11-1")  # started from that session's VS Code
+    assert load_inputs("t", podcode_home) == ((1,), {})
+    _capture_in(podcode_home, own_session_id(), 3)
+    assert load_inputs("t", podcode_home) == ((3,), {})  # this process's own session
+
+
+def test_the_default_task_is_the_own_session_s(podcode_home: Path) -> None:
+    _capture_in(podcode_home, "11-1", 1, "a.b")
+    own = _capture_in(podcode_home, own_session_id(), 2, "c.d")
+    with pytest.raises(InputsError, match="which task.*a.b, c.d"):
+        load_inputs(home=podcode_home)
+    record.write_session(own.parents[1], {"task": "c.d"})
+    assert load_inputs(home=podcode_home) == ((2,), {})
+
+
+def test_a_new_capture_replaces_those_of_processes_gone(podcode_home: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone = f"{dead.pid}-1"
+    legacy = save_inputs("t", task, (0,), {}, podcode_home).folder
+    _capture_in(podcode_home, gone, 1)
+    other_task = _capture_in(podcode_home, f"{dead.pid}-2", 2)
+    _capture_in(podcode_home, f"{dead.pid}-2", 2, "other.task")
+    live = _capture_in(podcode_home, f"{os.getppid()}-3", 3)  # a live process (no record)
+    record.write_session(live.parents[1], {"pid": os.getppid(),
+                                           "started": process_started(os.getppid())})
+    report = save_session_inputs("t", task, (4,), {}, podcode_home)
+    assert report.folder == record.session_dir(podcode_home) / "inputs" / "t"
+    assert not legacy.exists() and not (podcode_home / "sessions" / gone).exists()
+    assert not other_task.exists() and other_task.parent.joinpath("other.task").exists()
+    assert live.exists()
+    assert load_inputs("t", podcode_home) == ((4,), {})
+
+
+def test_a_rank_s_capture_is_found_from_the_pod_s_home(
+    podcode_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SESSION_VARIABLE, raising=False)
+    _capture_in(podcode_home / "rank-0", "11-1", 1)
+    _capture_in(podcode_home / "rank-1", "22-2", 2)
+    assert load_inputs("t", podcode_home) == ((2,), {})
+    monkeypatch.setenv(SESSION_VARIABLE, "11-1")  # a terminal of rank 0's VS Code
+    assert load_inputs("t", podcode_home) == ((1,), {})

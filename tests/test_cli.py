@@ -392,6 +392,7 @@ def test_a_session_whose_control_api_is_gone(verb: list[str], fake_kube: FakeKub
     port = closed.getsockname()[1]
     closed.close()
     fake_kube.session_pod("train-0", ports={**live.ports, "control": port}, home=str(live.home))
+    live.write_record(control_url=f"http://127.0.0.1:{port}")
     assert run([*verb, "train-0"], console) == Exit.UNREACHABLE
     assert f"control API (port {port} in the pod) does not answer" in _one_line(console)
 

@@ -172,6 +172,7 @@ def test_debug_writes_a_launch_configuration_and_forwards_debugpy(
 ) -> None:
     debugpy = socket.create_server(("127.0.0.1", 0))
     session_pod.debug_port = debugpy.getsockname()[1]
+    session_pod.write_record()
     fake_kube.session_pod("train-0", "ml", ports=session_pod.ports, home=str(session_pod.home))
     checkout = tmp_path / "checkout"
     (checkout / ".vscode").mkdir(parents=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from interactive.cluster import Cluster, ClusterError, load_configuration, session_from_pod
+from interactive.sessionfile import parse_session
 from tests.fake_kube import FakeKube
 
 
@@ -137,13 +138,31 @@ def test_secrets_are_read_from_the_pod_by_exec(
     home = _pod_home(tmp_path)
     fake_kube.session_pod("job", home=str(home), containers=("main", "sidecar"),
                           extra_annotations={"kubectl.kubernetes.io/default-container": "main"})
-    session = cluster.read_session_file(cluster.session("job"))
+    [(where, data)] = cluster.read_session_records(cluster.session("job"))
+    session = parse_session(data, where)
     assert (session.token, session.password) == ("tok-123", "pw-456")
     assert session.control_url == "http://127.0.0.1:8081"
-    [call] = [r for r in fake_kube.requests if r.path.endswith("/exec")]
-    assert call.query["command"] == ["cat", f"{home}/session.json"]
-    assert call.query["container"] == ["main"]
+    listing, reading = [r for r in fake_kube.requests if r.path.endswith("/exec")]
+    assert listing.query["command"] == ["ls", "-1", f"{home}/sessions"]
+    assert reading.query["command"] == ["cat", f"{home}/session.json"]
+    assert reading.query["container"] == ["main"]
     assert "tok-123" not in json.dumps(fake_kube.pod("job")) + json.dumps(fake_kube.events)
+
+
+def test_every_session_record_of_a_pod_is_read_in_one_cat(
+    cluster: Cluster, fake_kube: FakeKube, tmp_path: Path
+) -> None:
+    home = _pod_home(tmp_path, pid=7, started=1.0)
+    for pid in (7, 8):
+        folder = home / "sessions" / f"{pid}-100"
+        folder.mkdir(parents=True)
+        (folder / "session.json").write_text(json.dumps({"pid": pid, "started": 1.0}))
+    (home / "sessions" / "9-100").mkdir()  # a session still starting: no record yet
+    fake_kube.session_pod("job", home=str(home))
+    records = cluster.read_session_records(cluster.session("job"))
+    assert sorted(data["pid"] for _, data in records) == [7, 7, 8]
+    reading = [r for r in fake_kube.requests if r.path.endswith("/exec")][-1]
+    assert reading.query["command"][0] == "cat" and len(reading.query["command"]) == 5
 
 
 def test_no_session_file_means_the_session_ended(
@@ -151,7 +170,7 @@ def test_no_session_file_means_the_session_ended(
 ) -> None:
     fake_kube.session_pod("job", home=str(tmp_path / "empty"))
     with pytest.raises(ClusterError, match="has ended or is not open yet") as raised:
-        cluster.read_session_file(cluster.session("job"))
+        cluster.read_session_records(cluster.session("job"))
     assert raised.value.kind == "ended"
 
 
@@ -160,7 +179,7 @@ def test_exec_refused(cluster: Cluster, fake_kube: FakeKube, tmp_path: Path) -> 
     info = cluster.session("job")
     fake_kube.fail(403, path="/exec$")
     with pytest.raises(ClusterError, match="may not create pods/exec") as raised:
-        cluster.read_session_file(info)
+        cluster.read_session_records(info)
     assert raised.value.kind == "forbidden"
 
 

@@ -18,7 +18,8 @@ def test_every_setting_is_in_the_configuration_reference_with_its_default() -> N
         assert env_name(name) in row
         value = getattr(defaults, name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            assert f"`{value:g}`" in row, f"{name}: default {value:g} not in {row}"
+            shown = f"{value}" if isinstance(value, int) else f"{value:g}"
+            assert f"`{shown}`" in row, f"{name}: default {shown} not in {row}"
 
 
 def test_docs_link_to_files_that_exist() -> None:

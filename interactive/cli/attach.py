@@ -6,12 +6,20 @@ import argparse
 import contextlib
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.launch import attach_configuration, merge_launch
-from interactive.cli.target import connect, first_contact, forward, required_port
+from interactive.cli.target import (
+    connect,
+    control_port,
+    first_contact,
+    forward,
+    pod_record,
+    required_port,
+)
 from interactive.cluster import Cluster, ClusterError, SessionInfo
 from interactive.sessionfile import SessionFile
 
@@ -19,14 +27,14 @@ from interactive.sessionfile import SessionFile
 def attach(args: argparse.Namespace, console: Console) -> int:
     with connect(args, console) as cluster, contextlib.ExitStack() as stack:
         info = cluster.live_session(args.pod, args.namespace)
-        record = cluster.read_session_file(info, args.container)
-        port = required_port(info, "control")
+        _, record = pod_record(cluster, info, args)
+        port = control_port(info, record)
         control = stack.enter_context(forward(cluster, info, port, name="control API"))
         client = ControlClient(control.url, record.token)
         status = first_contact(client, info, port)
         ide_url = None
         if record.code_server_url is not None:
-            remote = required_port(info, "code_server")
+            remote = urlsplit(record.code_server_url).port or required_port(info, "code_server")
             ide = stack.enter_context(forward(cluster, info, remote, args.port or remote,
                                                fixed=args.port is not None, name="code-server"))
             ide_url = ide.url + "/"
@@ -60,12 +68,12 @@ def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
 def debug(args: argparse.Namespace, console: Console) -> int:
     with connect(args, console) as cluster, contextlib.ExitStack() as stack:
         info = cluster.live_session(args.pod, args.namespace)
-        record = cluster.read_session_file(info, args.container)
-        port = required_port(info, "control")
+        _, record = pod_record(cluster, info, args)
+        port = control_port(info, record)
         control = stack.enter_context(forward(cluster, info, port, name="control API"))
         client = ControlClient(control.url, record.token)
         first_contact(client, info, port)
-        remote = info.ports.get("debug") or record.debug_port or required_port(info, "debug")
+        remote = record.debug_port or info.ports.get("debug") or required_port(info, "debug")
         local = stack.enter_context(forward(cluster, info, remote, args.port or remote,
                                              fixed=args.port is not None, name="debugpy"))
         _describe_debug(console, args, info, record, local.port)

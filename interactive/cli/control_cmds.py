@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
 from interactive.cli.errors import ControlError, Exit
 from interactive.cli.output import duration, fields, iso, until
 from interactive.cli.target import Target, open_target
+from interactive.record import GONE
 
 
 def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
@@ -44,9 +46,44 @@ def _rank_lines(status: dict[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+def _gone_lines(gone: SessionGone) -> str:
+    found = gone.found
+    when = found.data.get(GONE)
+    inputs = found.data.get("inputs")
+    pairs = [
+        ("Session", gone.label),
+        ("Task", found.task or "-"),
+        ("State", found.shown_state),
+        ("Error", str(found.data.get("error") or "-")),
+        ("Process", f"{found.pid or '-'}, gone" + (f" at {iso(when)}" if isinstance(
+            when, (int, float)) else "")),
+        ("Note", "it ended without closing its session (killed? out of memory?): its IDE "
+                 "and debugger were stopped and its token and password cleared"),
+    ]
+    if isinstance(inputs, str):
+        pairs.append(("Inputs", f"{inputs} (kept: interactive.load_inputs reads them)"))
+    return fields(pairs)
+
+
+def _report_gone(args: argparse.Namespace, console: Console, gone: SessionGone) -> int:
+    found = gone.found
+    if args.output == "json":
+        console.json({
+            "session": gone.label, "task": found.task, "state": found.state,
+            "process": "gone", "pid": found.pid, "error": found.data.get("error"),
+            "gone_at": iso(found.data.get(GONE)), "inputs": found.data.get("inputs"),
+        })
+    else:
+        console.say(_gone_lines(gone))
+    return Exit.NOT_FOUND
+
+
 def status(args: argparse.Namespace, console: Console) -> int:
-    with open_target(args, console) as target:
-        answer = target.client.status()
+    try:
+        with open_target(args, console) as target:
+            answer = target.client.status()
+    except SessionGone as gone:  # shown as it was left, without reaching it
+        return _report_gone(args, console, gone)
     if args.output == "json":
         console.json({"session": target.label, **answer})
     else:

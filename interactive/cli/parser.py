@@ -25,6 +25,12 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id")
+    return int(text)
+
+
 def _common(defaults: bool) -> argparse.ArgumentParser:
     """The options every verb takes. Only the top level sets defaults, so that an option
     given before the verb is not reset by the verb's parser."""
@@ -55,6 +61,10 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                                                      if optional else ""))
     parser.add_argument("-c", "--container", help="container holding the session "
                         "(default: the pod's default container, else the first)")
+    parser.add_argument("--task", help="when several sessions wait (in the pod, or here): "
+                        "the one of this task (module.function, or its last part)")
+    parser.add_argument("--pid", type=_pid, help="when several sessions wait: the one of "
+                        "this process")
     return parser
 
 
@@ -63,9 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
                                      parents=[_common(defaults=True)])
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster")
+    listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster "
+                             "(--local: on this machine)")
     listing.add_argument("-A", "--all-namespaces", action="store_true",
                          help="sessions in every namespace")
+    listing.add_argument("-l", "--local", action="store_true",
+                         help="the sessions recorded in $PODCODE_HOME on this machine")
     attach = _pod_verb(sub, common, "attach", "forward the session's VS Code to this machine",
                        optional=False)
     attach.add_argument("--port", type=_port, help="local port for VS Code (default: the "

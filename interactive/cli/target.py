@@ -6,20 +6,26 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from interactive.cli.api import ControlClient
+from interactive.cli.choose import choose, label, usable
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlError, Exit
-from interactive.cluster import Cluster, SessionInfo
+from interactive.cluster import Cluster, ClusterError, SessionInfo
 from interactive.portforward import Forwarder
 from interactive.sessionfile import (
+    Found,
     SessionFile,
-    process_alive,
-    read_session_file,
+    SessionFileError,
+    find_local,
     session_path,
     too_open,
+    unique,
 )
+from interactive.settings import podcode_home
 
 
 @dataclass
@@ -77,44 +83,67 @@ def first_contact(client: ControlClient, info: SessionInfo, port: int) -> dict[s
         ) from None
 
 
+def pod_record(cluster: Cluster, info: SessionInfo,
+               args: argparse.Namespace) -> tuple[str, SessionFile]:
+    """The pod's session chosen by ``--task``/``--pid`` (the only one when there is one):
+    its label and its checked record."""
+    records = unique(cluster.read_session_records(info, args.container))
+    found = [Found(where, data, None) for where, data in records]
+    base = f"pod {info.namespace}/{info.pod}"
+    chosen = choose(found, args.task, args.pid, base)
+    name = label(base, found, chosen)
+    try:
+        return name, usable(chosen, name)
+    except SessionFileError as exc:
+        raise ClusterError(str(exc), "failed") from None
+
+
+def control_port(info: SessionInfo, record: SessionFile) -> int:
+    """The session's control API port in the pod: its record's, else the pod's annotation."""
+    port = urlsplit(record.control_url).port
+    return port or required_port(info, "control")
+
+
 @contextlib.contextmanager
 def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
-    """The session named by ``args.pod`` (through the Kubernetes API), else the local one."""
+    """The session named by ``args.pod`` (through the Kubernetes API), else the local one;
+    ``--task``/``--pid`` choose among several."""
     if args.pod is None:
-        yield _local(console)
+        yield _local(console, args)
         return
     with connect(args, console) as cluster:
         info = cluster.live_session(args.pod, args.namespace)
-        record = cluster.read_session_file(info, args.container)
-        port = required_port(info, "control")
+        name, record = pod_record(cluster, info, args)
+        port = control_port(info, record)
         forwarder = forward(cluster, info, port, name="control API")
         try:
-            label = f"pod {info.namespace}/{info.pod}"
             client = ControlClient(forwarder.url, record.token)
             first_contact(client, info, port)
-            yield Target(label, client, record, info)
+            yield Target(name, client, record, info)
         finally:
             forwarder.close()
 
 
-def _local(console: Console) -> Target:
-    path = session_path(console.environ)
-    record = read_session_file(path)
+def _local(console: Console, args: argparse.Namespace) -> Target:
+    home = podcode_home(console.environ)
+    found = find_local(home)
+    if not found:
+        raise SessionFileError(
+            f"no local podcode session (nothing in {session_path(console.environ)} or "
+            f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "
+            "the session's folder", "missing",
+        )
+    chosen = choose(found, args.task, args.pid, str(home))
+    name = label("local session", found, chosen)
+    record = usable(chosen, name)
+    path = Path(chosen.where)
     if too_open(path):
         console.warn(f"{path} holds the session's secrets but others may read it: "
                      f"chmod 600 {path}")
     client = ControlClient(record.control_url, record.token)
-    if record.ended:
-        raise CliError(f"the local session ({path}) has ended (state {record.state})",
-                       Exit.NOT_FOUND)
     if not client.healthz():
-        if process_alive(record.pid) is False:
-            raise CliError(
-                f"the local session has ended: its process {record.pid} is gone ({path} is "
-                "left over)", Exit.NOT_FOUND,
-            )
         raise ControlError(
-            f"the local session's control API at {record.control_url} does not answer",
+            f"the {name}'s control API at {record.control_url} does not answer",
             "unreachable",
         )
-    return Target("local session", client, record)
+    return Target(name, client, record)

@@ -1,0 +1,58 @@
+"""Which session a verb talks to when a home (or a pod) holds several: ``--task``/``--pid``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from interactive.cli.errors import CliError, Exit
+from interactive.sessionfile import Found, SessionFile, parse_session
+
+
+class SessionGone(CliError):
+    """The chosen session's process is gone: shown, never reached, its secrets unused."""
+
+    def __init__(self, found: Found, label: str) -> None:
+        super().__init__(
+            f"the {label} of {found.task or 'an unknown task'} has ended without closing: its "
+            f"process {found.pid} is gone (killed? out of memory?); its IDE and debugger were "
+            "stopped and its secrets cleared",
+            Exit.NOT_FOUND,
+        )
+        self.found = found
+        self.label = label
+
+
+def selector(task: str | None, pid: int | None) -> str:
+    parts = ([f"task {task}"] if task else []) + ([f"pid {pid}"] if pid else [])
+    return " and ".join(parts)
+
+
+def choose(found: Sequence[Found], task: str | None, pid: int | None, where: str) -> Found:
+    """The one open session that matches; else, when none is open, the newest match (ended
+    or gone, for the caller to report). A usage error when several open ones match."""
+    matching = [f for f in found if f.matches(task, pid)]
+    if not matching:
+        there = "; ".join(f.describe() for f in found) or "none"
+        raise CliError(f"no session of {selector(task, pid)} in {where} (sessions there: "
+                       f"{there})", Exit.NOT_FOUND)
+    open_ = [f for f in matching if f.open]
+    if len(open_) > 1:
+        listed = "; ".join(f.describe() for f in sorted(open_, key=lambda f: f.started))
+        raise CliError(f"{len(open_)} sessions wait in {where}: choose one with --task TASK "
+                       f"or --pid PID ({listed})", Exit.USAGE)
+    return open_[0] if open_ else max(matching, key=lambda f: f.started)
+
+
+def label(base: str, found: Sequence[Found], chosen: Found) -> str:
+    """``base`` ("local session", "pod ns/name"), naming the process when there are several."""
+    return base if len(found) <= 1 else f"{base} (pid {chosen.pid})"
+
+
+def usable(chosen: Found, name: str) -> SessionFile:
+    """The chosen session's record, checked: an ended or gone session is an error."""
+    if chosen.ended:
+        raise CliError(f"the {name} has ended (state {chosen.state}; {chosen.where})",
+                       Exit.NOT_FOUND)
+    if chosen.gone:
+        raise SessionGone(chosen, name)
+    return parse_session(dict(chosen.data), chosen.where)

@@ -1,0 +1,66 @@
+"""Which process: a pid and its start time, so that a reused pid is never taken for it.
+
+A session is named after its task process: ``<pid>-<start in centiseconds>``
+(the start time since the epoch, as the kernel reports it). That name is the
+session's folder under ``$PODCODE_HOME/sessions/`` and the value of the
+environment marker every process of its IDE inherits.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import psutil
+
+SESSION_VARIABLE = "PODCODE_SESSION_ID"
+"""Set in the environment of the session's IDE and everything it starts (terminals,
+debug adapters, programs run from them): the session they belong to."""
+
+
+def process_started(pid: int) -> float | None:
+    """When ``pid`` started (to tell a live process from a reused pid); None when it is
+    gone, or dead and not yet reaped by its parent (a zombie)."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return round(float(proc.create_time()), 2)
+    except psutil.Error:
+        return None
+
+
+_own_start = functools.lru_cache(maxsize=1)(process_started)
+"""This process's start time, read once (records are rewritten at every poll)."""
+
+
+def process_identity() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"pid": pid, "started": _own_start(pid)}
+
+
+def same_start(expected: float | None, actual: float | None) -> bool:
+    """Whether two start times name the same process (both rounded to 1/100 s)."""
+    return expected is not None and actual is not None and abs(expected - actual) < 0.015
+
+
+def is_running(pid: object, started: object) -> bool | None:
+    """Whether the process a record names still runs; None when the record cannot tell."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    if not isinstance(started, (int, float)):
+        return process_started(pid) is not None
+    return same_start(float(started), process_started(pid))
+
+
+def session_id(pid: int, started: float | None) -> str:
+    """``<pid>-<start in centiseconds>``; ``<pid>`` alone when the start is unknown."""
+    return f"{pid}-{round(started * 100)}" if started is not None else str(pid)
+
+
+def own_session_id() -> str:
+    """The name of a session opened by this process."""
+    identity = process_identity()
+    return session_id(identity["pid"], identity["started"])

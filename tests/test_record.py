@@ -1,0 +1,123 @@
+"""Session records: one folder per session, the home's session.json claimed atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from interactive import record
+from interactive.identity import own_session_id, process_identity, process_started, session_id
+
+ME = process_identity()
+
+
+def never_running(pid: object, started: object) -> bool:
+    return False
+
+
+def always_running(pid: object, started: object) -> bool:
+    return True
+
+
+def test_a_session_is_named_after_its_process(tmp_path: Path) -> None:
+    assert session_id(4242, 1712345678.12) == "4242-171234567812"
+    assert own_session_id() == session_id(os.getpid(), process_started(os.getpid()))
+    assert record.session_dir(tmp_path) == tmp_path / "sessions" / own_session_id()
+    rank = tmp_path / "rank-1"
+    assert record.record_paths(rank, tmp_path) == [
+        rank / "sessions" / own_session_id() / "session.json",
+        rank / "session.json",
+        tmp_path / "session.json",
+    ]
+    assert len(record.record_paths(tmp_path, tmp_path)) == 2
+
+
+def test_records_are_private_at_every_level(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    path = record.write_session(record.session_dir(home), {"token": "t"})
+    assert path.stat().st_mode & 0o777 == 0o600
+    for folder in (home, home / "sessions", path.parent):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+
+
+@pytest.mark.parametrize(
+    ("current", "running", "expected"),
+    [
+        (None, always_running, True),
+        ({"pid": ME["pid"], "started": ME["started"], "state": "waiting"}, always_running, True),
+        ({"pid": 1, "started": 5.0, "state": "waiting"}, always_running, False),
+        ({"pid": 1, "started": 5.0, "state": "waiting"}, never_running, True),
+        ({"pid": 1, "started": 5.0, "state": "done"}, always_running, True),
+        ({"pid": 1, "started": 5.0, "state": "waiting", "process_gone_at": 9.0},
+         always_running, True),
+    ],
+    ids=["free", "ours", "another live session", "stale", "ended", "marked gone"],
+)
+def test_who_may_claim_the_home(
+    current: dict[str, object] | None, running: record.Running, expected: bool
+) -> None:
+    assert record.may_claim(current, ME["pid"], ME["started"], running) is expected
+
+
+def test_a_live_claim_is_kept_and_a_stale_one_taken_over(tmp_path: Path) -> None:
+    other = {"pid": 1, "started": 5.0, "state": "waiting", "task": "other"}
+    record.write_session(tmp_path, other)
+    assert not record.write_claimed(tmp_path, {"task": "mine", **ME}, always_running)
+    assert record.read_session(tmp_path) == other
+    assert record.write_claimed(tmp_path, {"task": "mine", **ME}, never_running)
+    assert record.read_session(tmp_path)["task"] == "mine"  # type: ignore[index]
+
+
+CLAIM = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from interactive import record
+    from interactive.identity import process_identity
+    sys.stdin.readline()  # start together
+    won = record.write_claimed(Path(sys.argv[1]), {"state": "waiting", **process_identity()})
+    print(won, flush=True)
+    sys.stdin.readline()  # stay alive until every contender has tried
+""")
+
+
+def test_two_processes_claiming_at_once_one_wins(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    for attempt in range(3):
+        home = tmp_path / f"home-{attempt}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", CLAIM, str(home)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+            for _ in range(4)
+        ]
+        for proc in procs:
+            proc.stdin.write("go\n")  # type: ignore[union-attr]
+            proc.stdin.flush()  # type: ignore[union-attr]
+        results = [proc.stdout.readline().strip() for proc in procs]  # type: ignore[union-attr]
+        for proc in procs:
+            proc.communicate("done\n", timeout=30)
+        assert sorted(results) == ["False", "False", "False", "True"]
+        winner = procs[results.index("True")].pid
+        assert record.read_session(home)["pid"] == winner  # type: ignore[index]
+
+
+def test_a_dead_process_record_loses_its_secrets_once(tmp_path: Path) -> None:
+    data = {"pid": 7, "started": 100.0, "state": "waiting", "token": "t", "password": "p"}
+    assert record.gone_record(data, 8, 100.0, 5.0) is None  # another process's
+    assert record.gone_record(data, 7, 200.0, 5.0) is None  # a reused pid
+    gone = record.gone_record(data, 7, 100.0, 5.0)
+    assert gone == {**data, "token": None, "password": None, "process_gone_at": 5.0}
+    assert record.gone_record(gone, 7, 100.0, 6.0) is None  # already marked
+    path = record.write_session(tmp_path, data)
+    assert record.mark_gone(path, 7, 100.0, 5.0)
+    assert not record.mark_gone(path, 7, 100.0, 6.0)
+    text = path.read_text()
+    assert '"t"' not in text and '"p"' not in text
+    assert json.loads(text)["state"] == "waiting"
+    assert not record.mark_gone(tmp_path / "missing" / "session.json", 7, 100.0, 5.0)
+    assert not (tmp_path / "missing").exists()
