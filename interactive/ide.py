@@ -13,6 +13,9 @@ from interactive.settings import Settings
 
 log = logging.getLogger(__name__)
 
+PORT_ATTEMPTS = 3
+"""Starts of code-server when its port is taken meanwhile (then on a port the system picks)."""
+
 
 class Ide(Protocol):
     url: str
@@ -52,7 +55,7 @@ async def start_ide(
         if settings.ide == "none":
             return None
         from server_bootstrap.config import CodeServerConfig
-        from server_bootstrap.errors import BootstrapError
+        from server_bootstrap.errors import BootstrapError, CodeServerStartError
         from server_bootstrap.launch import CodeServer
         from server_bootstrap.locate import ensure_code_server, find_code_server
 
@@ -63,19 +66,30 @@ async def start_ide(
             if binary is None:
                 installing()
                 binary = await loop.run_in_executor(None, ensure_code_server, config)
-            server = CodeServer(
-                binary,
-                workspace=workspace,
-                bind=settings.bind,
-                port=port,
-                data_dir=home / "code-server",
-                password=password,
-                extensions=list(settings.extensions),
-                companion=True,
-                marker=own_session_id(),  # the watchdog ends every process carrying it
-            )
             launching()
-            await server.start()
+            for attempt in range(PORT_ATTEMPTS):
+                server = CodeServer(
+                    binary,
+                    workspace=workspace,
+                    bind=settings.bind,
+                    port=port,
+                    data_dir=home / "code-server",
+                    password=password,
+                    extensions=list(settings.extensions),
+                    companion=True,
+                    marker=own_session_id(),  # the watchdog ends every process carrying it
+                )
+                try:
+                    await server.start()
+                    break
+                except CodeServerStartError as exc:
+                    # It binds the port itself, so another process may take it first: then
+                    # any port the system gives it (it says which; it cannot be taken).
+                    if "EADDRINUSE" not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                        raise
+                    log.warning("port %d was taken as code-server started; using any free one",
+                                port)
+                    port = 0
         except BootstrapError as exc:
             message = (
                 f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"

@@ -1,9 +1,16 @@
-"""Pick free ports: the configured one, else the next free one (logged), else a clear error."""
+"""Claim ports: the configured one, else the next free one (logged), else a clear error.
+
+A port is claimed by binding *and listening* on it, never by probing and releasing it
+for another component to take: two sessions started at the same moment would both see
+the port free, and one would lose it (on Linux two ``SO_REUSEADDR`` sockets may even
+bind the same port; only ``listen`` tells them apart)."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
+from collections.abc import Callable
 
 from interactive.errors import SessionError
 
@@ -27,14 +34,23 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def bind_free(host: str, port: int, setting: str, span: int = SPAN) -> socket.socket:
-    """Bind ``port`` or one of the next ``span`` ports; name the setting when none is free."""
+def bind_free(
+    host: str,
+    port: int,
+    setting: str,
+    span: int = SPAN,
+    make: Callable[[str, int], socket.socket] = listen_socket,
+) -> socket.socket:
+    """Claim ``port`` or one of the next ``span`` ports with ``make`` (which must bind and
+    listen); name the setting when none is free."""
     candidates = [0] if port == 0 else range(port, min(port + span, 65535) + 1)
     last: OSError | None = None
     for candidate in candidates:
         try:
-            sock = listen_socket(host, candidate)
+            sock = make(host, candidate)
         except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
             last = exc
             continue
         if port and candidate != port:

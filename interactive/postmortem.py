@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from interactive.errors import SessionError
+from interactive.ports import bind_free
 from interactive.types import ExcInfo
 
 log = logging.getLogger(__name__)
@@ -47,8 +51,13 @@ def _watch_clients() -> None:
     debugger.on_initialize = on_initialize
 
 
+LISTEN_TIMEOUT_SECONDS = 15.0
+"""debugpy waits for its listener with no limit; podcode gives up after this long."""
+
+
 def listen(host: str, port: int) -> tuple[str, int]:
-    """Start debugpy's listener once; later calls return where it listens."""
+    """Start debugpy's listener once, on ``port`` or the next free one (claimed, never
+    probed: see :mod:`interactive.ports`); later calls return where it listens."""
     global _listening
     with _listen_lock:
         if _listening is None:
@@ -56,13 +65,76 @@ def listen(host: str, port: int) -> tuple[str, int]:
             # which only matters for breakpoints inside the standard library.
             os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
             import debugpy
+            import debugpy.server.api  # noqa: F401 - puts the vendored pydevd on the path
 
             debugpy.configure(subProcess=False)
-            endpoint = debugpy.listen((host, port), in_process_debug_adapter=True)
+            failure = _claim_ports_in_pydevd()
+            endpoint = _with_deadline(
+                lambda: debugpy.listen((host, port), in_process_debug_adapter=True),
+                LISTEN_TIMEOUT_SECONDS,
+                lambda: f"debugpy could not listen on {host}:{port}: "
+                + (repr(failure[0]) if failure else "no answer"),
+            )
             _listening = (str(endpoint[0]), int(endpoint[1]))
             _watch_clients()
             log.info("debugpy listens on %s:%d", *_listening)
         return _listening
+
+
+def _claim_ports_in_pydevd() -> list[BaseException]:
+    """Make pydevd claim its port the way podcode does: bind and listen, moving to the next
+    port when one is taken. pydevd binds on a thread of its own, and a failed bind there
+    leaves debugpy waiting forever; the returned list receives that thread's error."""
+    import pydevd
+
+    failure: list[BaseException] = []
+    original = pydevd.create_server_socket
+    if getattr(original, "__podcode__", False):
+        return failure
+
+    def make(host: str, port: int) -> socket.socket:
+        sock: socket.socket = original(host=host, port=port)
+        try:
+            sock.listen(1)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def create_server_socket(host: str, port: int) -> socket.socket:
+        try:
+            return bind_free(host, port, "debug_port", make=make)
+        except BaseException as exc:
+            failure.append(exc)
+            raise
+
+    create_server_socket.__podcode__ = True  # type: ignore[attr-defined]
+    pydevd.create_server_socket = create_server_socket
+    return failure
+
+
+T = TypeVar("T")
+
+
+def _with_deadline(call: Callable[[], T], timeout: float, why: Callable[[], str]) -> T:
+    """``call()`` on a helper thread; :class:`SessionError` saying ``why()`` past ``timeout``."""
+    result: list[T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=run, name="podcode-debugpy-listen", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if errors:
+        raise errors[0]
+    if not result:
+        raise SessionError(why())
+    return result[0]
 
 
 class PostMortem:

@@ -215,8 +215,7 @@ class Session:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
             )
-        debug_port = free_port(bind, self._offset(self.settings.debug_port), "debug_port")
-        self.endpoints.debug = postmortem.listen(bind, debug_port)
+        self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.debug_port))
         configure.write_configurations(
             self.config_root,
             self.task,
