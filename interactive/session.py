@@ -180,6 +180,7 @@ class Session:
             debug=self.endpoints.debug,
             control={"control_url": self.endpoints.control_url, "token": self.token},
             ranks=self._rank_endpoints(),
+            ide=self.settings.ide,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self.ide = ide_future.result(IDE_TIMEOUT_SECONDS + 5)
@@ -340,7 +341,8 @@ class Session:
         if debugpy is not None:
             # Keep the waiting thread out of the debugger's "suspend all threads".
             debugpy.trace_this_thread(False)
-        command = self.commands.get()
+        with postmortem.out_of_sight():  # not listed in the debugger's threads either
+            command = self.commands.get()
         log.info("session for %s: %s", self.task.name, command.kind)
         return command
 

@@ -11,6 +11,17 @@ const ICONS = {
   failed: '$(error)',
 };
 
+const ENDED_STATES = ['done', 'failed'];
+const ENDED_TEXT = '$(circle-slash) podcode: session ended';
+const POLL_MS = 5000;
+const FAST_POLL_MS = 1000;
+
+// How soon to ask again: often while the task runs after a resume, so that the end of the
+// session shows as it happens.
+function pollDelay(state) {
+  return state === 'resuming' || state === 'running' ? FAST_POLL_MS : POLL_MS;
+}
+
 function isNumber(value) {
   return typeof value === 'number' && Number.isFinite(value);
 }
@@ -45,6 +56,9 @@ function formatDuration(seconds) {
 function statusText(status, nowSeconds) {
   const state = String(status.state || 'unknown');
   const icon = ICONS[state] || '$(debug)';
+  if (ENDED_STATES.includes(state)) {
+    return `${icon} podcode: session ended (${state === 'done' ? 'the task succeeded' : 'the task failed'})`;
+  }
   const left = secondsLeft(status, nowSeconds);
   const suffix = left === null ? '' : ` · cleanup in ${formatDuration(left)}`;
   return `${icon} podcode: ${state}${suffix}`;
@@ -62,8 +76,12 @@ function statusTooltip(status, nowSeconds) {
   if (left !== null) {
     lines.push(`cleanup in ${formatDuration(left)} unless you keep it alive`);
   }
-  lines.push('Click for: Resume workflow, Keep alive');
+  if (!ENDED_STATES.includes(status.state)) {
+    lines.push('Click for: Resume workflow, Keep alive');
+  }
   return lines.join('\n');
 }
 
-module.exports = { secondsLeft, formatDuration, statusText, statusTooltip };
+module.exports = {
+  ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, statusText, statusTooltip,
+};
