@@ -231,11 +231,16 @@ def test_the_status_shows_that_the_session_ended() -> None:
     console.log(JSON.stringify([
       s.statusText({state: 'done', reap_at: 1e9}, 0), s.statusText({state: 'failed'}, 0),
       s.statusTooltip({state: 'done', task: 'm.f'}, 0), s.ENDED_TEXT,
+      s.statusText({state: 'running', reap_at: null, idle_seconds: 0, max_idle_seconds: 60}, 0),
+      s.statusTooltip({state: 'resuming', idle_seconds: 0, max_idle_seconds: 60}, 0),
       [s.pollDelay('resuming'), s.pollDelay('running'), s.pollDelay('waiting'), s.pollDelay(null)],
     ]));
     """
-    done, failed, tooltip, ended, delays = node(script)
+    done, failed, tooltip, ended, running, resuming, delays = node(script)
     assert done == "$(check) podcode: session ended (the task succeeded)"
     assert failed == "$(error) podcode: session ended (the task failed)"
     assert "Resume" not in tooltip and "session ended" in ended
+    # After Resume the text stays true when the session ends and takes this VS Code with it.
+    assert running == "$(sync~spin) podcode: running · the session ends when the task succeeds"
+    assert "cleanup" not in resuming and "if it fails, the session opens again" in resuming
     assert delays[0] == delays[1] < delays[2] == delays[3]
