@@ -2,12 +2,13 @@
 fails, F5 shows the failed frame and its locals with no click in the debug views, the Debug
 Console evaluates in that frame, a breakpoint set in the gutter stops "debug ... again with
 captured inputs", the fix typed in the editor and Resume in the status bar finish the
-workflow. Screenshots of the stopped debugger go to artifacts/ (``make screenshots`` copies
-the one the docs show)."""
+workflow; code-server forwards no ports by itself. Screenshots of the stopped debugger go to
+artifacts/ (``make screenshots`` copies the one the docs show)."""
 
 from __future__ import annotations
 
 import re
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +120,7 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
     assert job.proc is not None
     tree = [job.proc.pid] + [p.pid for p in psutil.Process(job.proc.pid).children(recursive=True)]
     ARTIFACTS.mkdir(exist_ok=True)
+    listeners: list[socket.socket] = []
     async with playwright_api.async_playwright() as playwright:
         context = await playwright.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
@@ -128,6 +130,8 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
         page.set_default_timeout(120_000)
         try:
             await _login(page, record)
+            # New listening ports: code-server would forward them (in seconds) and say so.
+            listeners.extend(socket.create_server(("127.0.0.1", 0)) for _ in range(25))
 
             # F5 on the selected (first) configuration: the post-mortem attach.
             await page.keyboard.press("F5")
@@ -181,6 +185,10 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             await page.keyboard.press("Control+S")
             await _until(lambda: (job.workspace / "helpers.py").read_text() == FIXED, page)
 
+            ports = page.locator('[id="status.forwardedPorts"]')
+            assert await ports.get_attribute("aria-label") == "No Ports Forwarded"
+            assert await page.get_by_text(re.compile("automatically forwarded")).count() == 0
+
             # Attached again (it stops in the exception again), Resume from the status bar.
             await _command(page, "Debug: Select and Start Debugging",
                            pick="podcode: attach to failed middle (post-mortem)")
@@ -194,6 +202,8 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             raise
         finally:
             await context.close()
+            for listener in listeners:
+                listener.close()
     output = job.output()
     assert "RESULT 6" in output  # (1 + 2 + 3) with the fixed helper
     assert not any(message in output for message in SLOW_CLOSE), output
