@@ -107,7 +107,8 @@ class PostMortem:
 
         cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
         if cancel is not None:
-            cancel()
+            with contextlib.suppress(RuntimeError):  # nobody waited for a client yet
+                cancel()
         if self._thread is not None:
             _release(self._thread)  # a client stopped in the exception sees it continue
 

@@ -8,12 +8,20 @@ timeouts of threads held by the debugger."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
+import threading
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from interactive import postmortem
+from interactive.context import current_task
+from interactive.loop import LoopThread
+from interactive.notify import in_thread
 from tests.dap import DapClient
 from tests.session_fixture import Job
 
@@ -75,3 +83,61 @@ def test_the_debugger_sees_the_task_only_and_never_holds_the_session(
     output = job.output()
     assert "RESULT 12" in output
     assert not any(message in output for message in SLOW_CLOSE), output
+
+
+def _hidden(thread: threading.Thread) -> bool:
+    """What debugpy reads: neither listed nor suspended nor traced."""
+    return bool(getattr(thread, "is_pydev_daemon_thread", False)
+                and getattr(thread, "pydev_do_not_trace", False))
+
+
+def test_out_of_sight_hides_a_thread_while_inside_then_restores_it() -> None:
+    thread = threading.Thread(target=lambda: None)
+    thread.pydev_do_not_trace = False  # type: ignore[attr-defined]
+    with postmortem.out_of_sight(thread):
+        assert _hidden(thread)
+    assert thread.pydev_do_not_trace is False  # type: ignore[attr-defined]
+    assert not hasattr(thread, "is_pydev_daemon_thread")
+
+
+def test_the_session_loop_its_workers_and_child_waits_are_service_threads() -> None:
+    loop = LoopThread("podcode-test")
+    try:
+        async def spawn() -> list[threading.Thread]:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", "import time; time.sleep(1)")
+            waits = [t for t in threading.enumerate() if t.name.startswith("asyncio-waitpid")]
+            await proc.wait()
+            return waits
+
+        async def worker() -> threading.Thread:
+            return await asyncio.to_thread(threading.current_thread)
+
+        assert _hidden(loop._thread)
+        assert _hidden(loop.call(worker(), 30))
+        for wait in loop.call(spawn(), 30):  # none from Python 3.12 (a pidfd on the loop)
+            assert _hidden(wait), wait.name
+    finally:
+        loop.stop()
+
+
+async def test_mail_goes_out_on_a_service_thread() -> None:
+    seen: list[threading.Thread] = []
+    await in_thread(lambda message: seen.append(threading.current_thread()), EmailMessage())
+    assert seen and seen[0].name == "podcode-mail" and _hidden(seen[0])
+
+
+def test_the_presenter_is_named_after_the_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = threading.Event()
+    monkeypatch.setattr(postmortem.PostMortem, "_serve", lambda self: served.set())
+    presenter = postmortem.PostMortem()
+    token = current_task.set("__main__.train")
+    try:
+        presenter.present(None)
+    finally:
+        current_task.reset(token)
+    thread = presenter._thread
+    assert thread is not None and served.wait(10)
+    assert thread.name == "train"
+    assert thread.pydev_do_not_trace  # type: ignore[attr-defined]  # traced only at the stop
+    assert not getattr(thread, "is_pydev_daemon_thread", False)  # listed: it carries the stop
