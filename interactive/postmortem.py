@@ -88,7 +88,8 @@ class PostMortem:
         """How many times a client was shown the exception (for tests and logs)."""
 
     def present(self, excinfo: ExcInfo | None) -> None:
-        """Show ``excinfo`` to clients from now on (None: nothing to show)."""
+        """Show ``excinfo`` to clients from now on (None: nothing to show); a client still
+        attached (the task failed again after a resume) is shown the new exception."""
         self._excinfo = excinfo
         # The client lists the stop under this thread's name: the task's.
         name = (current_task.get() or "task").removeprefix("__main__.")
@@ -99,6 +100,7 @@ class PostMortem:
             thread.start()
         else:
             self._thread.name = name
+            _release(self._thread)  # out of the old exception, if a client still sits in it
 
     def stop(self) -> None:
         self._stop.set()
@@ -125,7 +127,11 @@ class PostMortem:
                 self.presented += 1
                 log.info("debugger attached: stopping in the failed frame")
                 self._show(debugpy, excinfo)
-            while debugpy.is_client_connected() and not _new_client.is_set():
+            while (
+                debugpy.is_client_connected()
+                and not _new_client.is_set()
+                and self._excinfo is excinfo
+            ):
                 if self._stop.wait(self._poll):
                     return
 

@@ -141,3 +141,25 @@ def test_the_presenter_is_named_after_the_task(monkeypatch: pytest.MonkeyPatch) 
     assert thread.name == "train"
     assert thread.pydev_do_not_trace  # type: ignore[attr-defined]  # traced only at the stop
     assert not getattr(thread, "is_pydev_daemon_thread", False)  # listed: it carries the stop
+
+
+def test_a_debugger_still_attached_is_shown_the_next_failure(job: Job) -> None:
+    """Resume with the debugger still in the exception; the task fails again: the same
+    client stops in the new exception, with no new attach."""
+    job.write("job.py", JOB.replace("poll_seconds=0.2", 'ide="none"'))
+    record = job.start().wait_state("waiting")
+    client = DapClient(record["debug"]["host"], record["debug"]["port"])
+    try:
+        first = client.attach_and_stop()
+        assert first["description"] == "total too large: 12"
+        job.write("job.py", JOB.replace("poll_seconds=0.2", 'ide="none"')
+                  .replace("value * 2", "value * 3"))  # still too large: 18
+        assert job.api("POST", "/api/resume")[0] == 202
+        again = client.event("stopped")["body"]
+        assert again["description"] == "total too large: 18"
+        _, local = client.frame_locals(again["threadId"])
+        assert local["total"] == "18"
+    finally:
+        client.close()
+    assert job.api("POST", "/api/abort")[0] in (200, 202)
+    assert job.wait_exit() != 0
