@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup system-packages demo test test-fast bench lint code-server clean
+.PHONY: setup system-packages demo test test-fast bench lint code-server screenshots clean
 
 setup: $(STAMP) code-server
 
@@ -36,6 +36,12 @@ test-fast: $(STAMP)
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# The debugger pictures in docs/: taken by the browser test (into artifacts/), then copied.
+screenshots: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_debugger_browser.py
+	mkdir -p docs/images
+	cp artifacts/debugger-postmortem.png docs/images/debugger-postmortem.png
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check interactive server_bootstrap vscode_config tests benchmarks examples

@@ -48,25 +48,31 @@ def wait_for_session(
     raise SystemExit("demo: no session opened in time")
 
 
-def show(record: dict[str, object]) -> None:
-    print("\n=== podcode session is waiting ===")
-    print(f"  task:        {record['task']}")
-    print(f"  error:       {record['error']}")
+def answers(url: str) -> bool:
+    """Whether code-server answers (its /healthz; "expired" there only means no tab is open)."""
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=10):  # noqa: S310
+            return True
+    except OSError:
+        return False
+
+
+def show(record: dict[str, object], home: Path) -> None:
+    task = str(record["task"]).removeprefix("__main__.")
+    print(f"\n=== {task} failed; its debug session is ready and waiting for you ===")
+    print(f"  error:        {record['error']}")
     if record.get("code_server_url"):
         url = str(record["code_server_url"])
-        with urllib.request.urlopen(url.rstrip("/") + "/healthz", timeout=10) as response:  # noqa: S310
-            health = json.loads(response.read())
-        print(
-            f"  VS Code:     {url}  (password in $PODCODE_HOME/session.json; "
-            f"healthz: {health.get('status')})"
-        )
+        ready = "open it in a browser" if answers(url) else "not answering yet, try again soon"
+        print(f"  VS Code:      {url}  ({ready})")
+        print(f"  password:     the \"password\" in {home / 'session.json'} (cat it)")
+        print(f"  debugger:     in VS Code press F5: \"podcode: attach to failed {task} "
+              "(post-mortem)\" stops where it failed")
     debug = record["debug"]
     assert isinstance(debug, dict)
-    print(
-        f"  debugpy:     {debug['host']}:{debug['port']}  "
-        "(launch config 'podcode: attach to failed ...')"
-    )
-    print(f"  control API: {record['control_url']}")
+    where = f"{debug['host']}:{debug['port']}"
+    print(f"  debugpy:      listening on {where} (a desktop VS Code can attach there too)")
+    print(f"  control API:  {record['control_url']} (resume, keep alive, status)")
     print("  in a cluster: podcode attach POD   (port-forward, prints the URL and password)\n")
 
 
@@ -94,9 +100,11 @@ def main() -> int:
     print(f"demo: workspace {workspace}")
     proc = run(workspace, env)
     try:
-        show(wait_for_session(home, proc))
+        show(wait_for_session(home, proc), home)
         if options.wait:
-            print(f"Fix {workspace / 'features.py'}, then: PODCODE_HOME={home} podcode resume")
+            print(f"Fix {workspace / 'features.py'} (in VS Code or any editor), then resume: "
+                  "the podcode item in the status bar, or the command palette's "
+                  f"\"podcode: Resume workflow\", or PODCODE_HOME={home} podcode resume")
         else:
             source = workspace / "features.py"
             print("demo: the engineer fixes features.py (divide by std or 1.0) and resumes")

@@ -19,6 +19,9 @@ from vscode_config import vscode
 log = logging.getLogger(__name__)
 
 SESSION_FILE = "podcode-session.json"
+HIDDEN_ROOT = Path(__file__).resolve().parent
+"""podcode's runtime (the decorator and the session around the task): the debugger leaves
+its frames out of the call stack, so that the task's own frames stand out."""
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,21 @@ def write_configurations(
     control: dict[str, str],
     ranks: Sequence[RankEndpoint] = (),
     source: Path | None = None,
+    ide: str = "code-server",
 ) -> Path:
     """Render launch.json, settings.json, the re-run script and the companion's session file
     into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
     another folder when the source is read-only).
 
     With ``ranks`` (a distributed task), one attach configuration per local rank and a
-    compound that attaches to all of them replace the single attach configuration.
+    compound that attaches to all of them replace the single attach configuration. The
+    configurations use the companion's debugger when the pod serves code-server, and
+    ``debugpy`` (a desktop VS Code) with ``ide="none"``.
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
     with _locked(folder / "podcode"):
-        return _write(folder, source or workspace, task, home, debug, control, ranks)
+        return _write(folder, source or workspace, task, home, debug, control, ranks, ide)
 
 
 def writable(folder: Path) -> bool:
@@ -116,6 +122,7 @@ def _write(
     debug: tuple[str, int],
     control: dict[str, str],
     ranks: Sequence[RankEndpoint],
+    ide: str,
 ) -> Path:
     script = folder / "podcode" / f"rerun_{task_slug(task.name)}.py"
     script.write_text(
@@ -137,6 +144,8 @@ def _write(
         python=sys.executable,
         home=str(home),
         ranks=[asdict(rank) for rank in ranks],
+        debug_type=vscode.debug_type(ide),
+        hidden_roots=[str(HIDDEN_ROOT)],
     )
     launch = folder / "launch.json"
     write_json(launch, vscode.merge_launch(_read_json(launch), ours))

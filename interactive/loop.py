@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import sys
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -31,10 +32,34 @@ def service_executor(prefix: str, workers: int = 4) -> concurrent.futures.Thread
     )
 
 
+def _hide_child_waits() -> None:
+    """asyncio before 3.12 waits for each child process (code-server) on a thread of its
+    own; make those threads service threads. From 3.12 the default watcher on Linux uses
+    a pidfd on the loop instead, and setting a watcher is deprecated.
+
+    The watcher is process-wide: only asyncio's default one is replaced, by the same kind
+    whose threads the debugger leaves alone.
+    """
+    if sys.version_info >= (3, 12) or sys.platform == "win32":
+        return
+    policy = asyncio.get_event_loop_policy()
+    if type(policy.get_child_watcher()) is asyncio.ThreadedChildWatcher:
+        policy.set_child_watcher(_ServiceChildWatcher())
+
+
+if sys.version_info < (3, 12) and sys.platform != "win32":
+
+    class _ServiceChildWatcher(asyncio.ThreadedChildWatcher):
+        def _do_waitpid(self, *args: Any) -> None:
+            mark_service_thread()
+            super()._do_waitpid(*args)  # type: ignore[misc]
+
+
 class LoopThread:
     """Owns one asyncio loop: start guarded tasks, call into it from other threads, stop."""
 
     def __init__(self, name: str = "podcode-session") -> None:
+        _hide_child_waits()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         mark_service_thread(self._thread)

@@ -41,6 +41,7 @@ from interactive.idle import (
     next_check,
     projected_reap_at,
 )
+from interactive.loop import service_executor
 from interactive.notify import Notifier, build_notifier
 from interactive.state import SessionState
 from interactive.types import Environ
@@ -153,7 +154,7 @@ async def run_monitor(
     on_reap: Callable[[], Awaitable[None]],
 ) -> None:
     """Watch the session until it is reaped (after ``on_reap``) or over; cancel to stop."""
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="podcode-monitor")
+    executor = service_executor("podcode-monitor", workers=1)
     monitor = _Monitor(state, settings, deps, executor)
     try:
         while state.state not in END_STATES:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from interactive.errors import SettingError
+from interactive.loop import mark_service_thread
 from interactive.state import SessionState
 from interactive.types import Environ
 from vscode_config.mail import FinalMail, Rendered, WarningMail, render_final, render_warning
@@ -220,8 +221,9 @@ class EmailNotifier:
 async def in_thread(call: Callable[[EmailMessage], None], message: EmailMessage) -> None:
     """Run ``call(message)`` on a daemon thread named ``podcode-mail``.
 
-    The name keeps it out of the CPU activity of the user's work, and a daemon
-    thread never holds up the end of the process while a server times out.
+    The name keeps it out of the CPU activity of the user's work, the debugger leaves
+    it alone (a service thread), and a daemon thread never holds up the end of the
+    process while a server times out.
     """
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
@@ -243,7 +245,9 @@ async def in_thread(call: Callable[[EmailMessage], None], message: EmailMessage)
         with contextlib.suppress(RuntimeError):  # the loop is already closed: nobody waits
             loop.call_soon_threadsafe(settle, outcome)
 
-    threading.Thread(target=work, name="podcode-mail", daemon=True).start()
+    thread = threading.Thread(target=work, name="podcode-mail", daemon=True)
+    mark_service_thread(thread)
+    thread.start()
     await done
 
 

@@ -5,17 +5,27 @@ session of the process. A dedicated thread presents the exception: when a
 client attaches it calls ``debugpy.trigger_exception_handler`` with the kept
 traceback (the client sees the failed frames and their locals); when the
 client continues or disconnects, it waits for the next client.
+
+What the client sees: the thread that presents the exception, named after the
+task, stopped in the failed frame. The thread waiting for a command
+(:func:`out_of_sight`) and podcode's service threads
+(:func:`interactive.loop.mark_service_thread`) are neither listed nor
+suspended. The presenter is never suspended or traced otherwise, and it stands
+for the hidden main thread: debugpy ends its session once no listed thread is
+the main one or a non-daemon one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from interactive.context import current_task
 from interactive.errors import SessionError
 from interactive.ports import bind_free
 from interactive.types import ExcInfo
@@ -149,13 +159,19 @@ class PostMortem:
         """How many times a client was shown the exception (for tests and logs)."""
 
     def present(self, excinfo: ExcInfo | None) -> None:
-        """Show ``excinfo`` to clients from now on (None: nothing to show)."""
+        """Show ``excinfo`` to clients from now on (None: nothing to show); a client still
+        attached (the task failed again after a resume) is shown the new exception."""
         self._excinfo = excinfo
+        # The client lists the stop under this thread's name: the task's.
+        name = (current_task.get() or "task").removeprefix("__main__.")
         if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._serve, name="podcode-postmortem", daemon=True
-            )
-            self._thread.start()
+            self._thread = thread = threading.Thread(target=self._serve, name=name, daemon=True)
+            thread.pydev_do_not_trace = True  # type: ignore[attr-defined]
+            setattr(thread, _MAIN_THREAD, True)  # noqa: B010 - debugpy reads it by this name
+            thread.start()
+        else:
+            self._thread.name = name
+            _release(self._thread)  # out of the old exception, if a client still sits in it
 
     def stop(self) -> None:
         if self._thread is None:
@@ -166,7 +182,10 @@ class PostMortem:
 
         cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
         if cancel is not None:
-            cancel()
+            with contextlib.suppress(RuntimeError):  # nobody waited for a client yet
+                cancel()
+        if self._thread is not None:
+            _release(self._thread)  # a client stopped in the exception sees it continue
 
     def _serve(self) -> None:
         import debugpy
@@ -180,10 +199,62 @@ class PostMortem:
             if excinfo is not None and debugpy.is_client_connected():
                 self.presented += 1
                 log.info("debugger attached: stopping in the failed frame")
-                try:
-                    debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
-                except Exception:  # a debugger hiccup must not end the session
-                    log.exception("could not show the exception to the debugger")
-            while debugpy.is_client_connected() and not _new_client.is_set():
+                self._show(debugpy, excinfo)
+            while (
+                debugpy.is_client_connected()
+                and not _new_client.is_set()
+                and self._excinfo is excinfo
+            ):
                 if self._stop.wait(self._poll):
                     return
+
+    @staticmethod
+    def _show(debugpy: Any, excinfo: ExcInfo) -> None:
+        """Stop the client in the failed frame, on this thread, until it continues."""
+        with _flags(threading.current_thread(), pydev_do_not_trace=False):
+            try:
+                debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
+            except Exception:  # a debugger hiccup must not end the session
+                log.exception("could not show the exception to the debugger")
+
+
+_MAIN_THREAD = "__pydevd_main_thread"
+"""debugpy keeps its session while a thread so marked (or a non-daemon one) is listed."""
+
+
+def _release(thread: threading.Thread) -> None:
+    """Let ``thread`` go on if the debugger holds it suspended (no-op otherwise)."""
+    try:
+        from _pydevd_bundle.pydevd_additional_thread_info import (  # type: ignore[import-not-found]
+            set_additional_thread_info,
+        )
+        from _pydevd_bundle.pydevd_thread_lifecycle import (  # type: ignore[import-not-found]
+            internal_run_thread,
+        )
+    except ImportError:  # debugpy never listened in this process
+        return
+    internal_run_thread(thread, set_additional_thread_info)
+
+
+@contextlib.contextmanager
+def _flags(thread: threading.Thread, **flags: bool) -> Iterator[None]:
+    """Set the attributes debugpy reads on ``thread`` while inside; then as before."""
+    before = {name: getattr(thread, name, None) for name in flags}
+    for name, value in flags.items():
+        setattr(thread, name, value)
+    try:
+        yield
+    finally:
+        for name, old in before.items():
+            if old is None:
+                delattr(thread, name)
+            else:
+                setattr(thread, name, old)
+
+
+def out_of_sight(thread: threading.Thread | None = None) -> contextlib.AbstractContextManager[None]:
+    """While inside, the debugger neither lists, suspends nor traces ``thread`` (default:
+    the calling one, e.g. the main thread waiting for Resume)."""
+    return _flags(
+        thread or threading.current_thread(), is_pydev_daemon_thread=True, pydev_do_not_trace=True
+    )

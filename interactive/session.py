@@ -224,6 +224,7 @@ class Session:
             control={"control_url": self.endpoints.control_url, "token": self.token},
             ranks=self._rank_endpoints(),
             source=self.workspace,
+            ide=self.settings.ide,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot
@@ -476,7 +477,8 @@ class Session:
         if debugpy is not None:
             # Keep the waiting thread out of the debugger's "suspend all threads".
             debugpy.trace_this_thread(False)
-        command = self.commands.get()
+        with postmortem.out_of_sight():  # not listed in the debugger's threads either
+            command = self.commands.get()
         log.info("session for %s: %s", self.task.name, command.kind)
         return command
 

@@ -119,9 +119,14 @@ class Job:
             raise AssertionError(f"job still running:\n{self.output()}") from None
 
     def stop(self) -> None:
+        """SIGTERM first, so that the session stops its code-server; SIGKILL if it lingers."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait(10)
 
 
 @pytest.fixture

@@ -94,6 +94,7 @@ def test_attach_forwards_vscode_and_the_control_api(
         url = _line_value(attach.out, "VS Code:")
         assert attach.browser == [url]
         assert _line_value(attach.out, "Password:") == session_pod.password
+        assert f"{session_pod.home / 'session.json'} in the pod" in attach.out  # where it lives
         assert http_get(url) == (200, "stand-in code-server")
         control = _line_value(attach.out, "Control:")
         status, body = http_get(control + "/api/status", session_pod.token)

@@ -171,3 +171,38 @@ async def test_workbench_with_companion_in_chromium(
 def _shells(server: CodeServer) -> list[psutil.Process]:
     return [p for p in code_server_processes(server)
             if p.name() in ("bash", "sh", "dash", "zsh")]
+
+
+async def test_the_resume_configuration_resumes_without_a_debug_session(
+    code_server_factory: Callable[..., CodeServer], control_api: ControlApi, tmp_path: Path
+) -> None:
+    """"podcode: resume workflow" in Run and Debug: the companion's debug type runs the
+    Resume command; no debugger starts, and nothing says the type is unsupported."""
+    workspace = _workspace(tmp_path / "workspace", control_api.url)
+    (workspace / ".vscode" / "launch.json").write_text(json.dumps({
+        "version": "0.2.0",
+        "configurations": [{"name": "podcode: resume workflow", "type": "podcode",
+                            "request": "launch", "action": "resume"}],
+    }))
+    server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True)
+    await server.start()
+    async with playwright_api.async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport={"width": 1100, "height": 640},
+        )
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            page.set_default_timeout(120_000)
+            await page.goto(server.url)
+            await page.fill("input[type=password]", PASSWORD)
+            await page.click("input[type=submit], button[type=submit]")
+            await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for()
+            await page.keyboard.press("F5")  # the only configuration
+            await _until(lambda: "/api/resume" in control_api.paths(), page)
+            await page.get_by_text("resuming the workflow with your edits").first.wait_for()
+            assert await page.get_by_text("is not supported").count() == 0
+            assert await page.locator(".debug-toolbar").count() == 0  # no debug session
+        finally:
+            await context.close()
+    await server.stop()

@@ -52,11 +52,16 @@ def test_session_from_the_workspace_file(tmp_path: Path) -> None:
     assert found["problems"] == []
 
 
-def test_environment_wins_over_the_file(tmp_path: Path) -> None:
+def test_the_workspace_file_wins_over_the_environment(tmp_path: Path) -> None:
+    """The session writes the file; code-server's environment need not carry the token."""
     _session_file(tmp_path, 0o600, {"control_url": "http://127.0.0.1:1", "token": "file"})
     env = {"PODCODE_CONTROL_URL": "http://127.0.0.1:2", "PODCODE_TOKEN": "env"}
     found = node(FIND, json.dumps([env, [str(tmp_path)]]))
-    assert found["session"]["token"] == "env" and found["session"]["source"] == "environment"
+    assert found["session"]["token"] == "file"
+    assert found["session"]["source"] == str(tmp_path / ".vscode" / "podcode-session.json")
+    without_file = node(FIND, json.dumps([env, [str(tmp_path / "elsewhere")]]))
+    assert without_file["session"]["token"] == "env"
+    assert without_file["session"]["source"] == "environment"
 
 
 @pytest.mark.parametrize(
@@ -170,3 +175,72 @@ async def test_client_calls_the_control_api() -> None:
         ("POST", "/api/keepalive", "Bearer tok", {"seconds": 3600}),
         ("POST", "/api/resume", "Bearer tok", {}),
     ]
+
+
+def test_debug_configurations_reach_debugpy() -> None:
+    """attach: debugpy's own listener (DAP over TCP); launch: `python -m debugpy.adapter`
+    with the configuration's interpreter; "action": "resume": no debug session at all."""
+    script = """
+    const { adapterFor } = require(lib + '/adapter.js');
+    const cases = [
+      {request: 'attach', connect: {host: '127.0.0.1', port: 5678}},
+      {request: 'attach', connect: {port: '5679'}},
+      {request: 'attach', port: 5680},
+      {request: 'attach', processId: 42},
+      {request: 'launch', program: 'x.py', python: '/venv/bin/python'},
+      {request: 'launch', program: 'x.py', python: ['/venv/bin/python', '-X', 'dev']},
+      {request: 'launch', program: 'x.py'},
+      {request: 'launch', action: 'resume'},
+      {request: 'launch', action: 'explode'},
+      {request: 'restart'},
+    ];
+    console.log(JSON.stringify(cases.map((c) => adapterFor(c, '/usr/bin/python3'))));
+    """
+    got = node(script)
+    adapter = ["-m", "debugpy.adapter"]
+    assert got[0] == {"server": {"host": "127.0.0.1", "port": 5678}}
+    assert got[1] == {"server": {"host": "127.0.0.1", "port": 5679}}
+    assert got[2] == {"server": {"host": "127.0.0.1", "port": 5680}}
+    assert "connect" in got[3]["error"]
+    assert got[4] == {"executable": {"command": "/venv/bin/python", "args": adapter}}
+    assert got[5] == {"executable": {"command": "/venv/bin/python", "args": adapter}}
+    assert got[6] == {"executable": {"command": "/usr/bin/python3", "args": adapter}}
+    assert got[7] == {"action": "resume"}
+    assert "explode" in got[8]["error"] and "restart" in got[9]["error"]
+
+
+def test_only_what_a_person_does_in_the_debugger_is_activity() -> None:
+    script = """
+    const { isPersonRequest } = require(lib + '/activity.js');
+    const request = (command, args) => ({type: 'request', command, arguments: args || {}});
+    const person = [request('next'), request('stepIn'), request('continue'),
+                    request('evaluate', {context: 'repl'}), request('evaluate', {context: 'hover'}),
+                    request('setBreakpoints'), request('attach'), request('disconnect')];
+    const ide = [request('threads'), request('stackTrace'), request('scopes'),
+                 request('variables'), request('evaluate', {context: 'watch'}),
+                 {type: 'event', event: 'stopped'}, {type: 'response', command: 'next'}, null];
+    console.log(JSON.stringify([person.map(isPersonRequest), ide.map(isPersonRequest)]));
+    """
+    person, ide = node(script)
+    assert all(person) and not any(ide)
+
+
+def test_the_status_shows_that_the_session_ended() -> None:
+    script = """
+    const s = require(lib + '/status.js');
+    console.log(JSON.stringify([
+      s.statusText({state: 'done', reap_at: 1e9}, 0), s.statusText({state: 'failed'}, 0),
+      s.statusTooltip({state: 'done', task: 'm.f'}, 0), s.ENDED_TEXT,
+      s.statusText({state: 'running', reap_at: null, idle_seconds: 0, max_idle_seconds: 60}, 0),
+      s.statusTooltip({state: 'resuming', idle_seconds: 0, max_idle_seconds: 60}, 0),
+      [s.pollDelay('resuming'), s.pollDelay('running'), s.pollDelay('waiting'), s.pollDelay(null)],
+    ]));
+    """
+    done, failed, tooltip, ended, running, resuming, delays = node(script)
+    assert done == "$(check) podcode: session ended (the task succeeded)"
+    assert failed == "$(error) podcode: session ended (the task failed)"
+    assert "Resume" not in tooltip and "session ended" in ended
+    # After Resume the text stays true when the session ends and takes this VS Code with it.
+    assert running == "$(sync~spin) podcode: running · the session ends when the task succeeds"
+    assert "cleanup" not in resuming and "if it fails, the session opens again" in resuming
+    assert delays[0] == delays[1] < delays[2] == delays[3]

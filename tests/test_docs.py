@@ -28,3 +28,14 @@ def test_docs_link_to_files_that_exist() -> None:
     for page in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]:
         for target in re.findall(r"\]\(([\w./-]+\.md)\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_docs_images_exist_and_stay_small() -> None:
+    """Pictures the docs show come from ``make screenshots``; each stays under 150 KB."""
+    import re
+
+    for page in DOCS.glob("*.md"):
+        for target in re.findall(r"!\[[^\]]*\]\(([\w./-]+\.png)\)", page.read_text()):
+            image = page.parent / target
+            assert image.exists(), f"{page.name} shows missing {target}"
+            assert image.stat().st_size < 150_000, f"{target} is {image.stat().st_size} bytes"

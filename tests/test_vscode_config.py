@@ -8,6 +8,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from interactive import configure
 from interactive.configure import RankEndpoint, TaskRef, write_configurations
 from vscode_config import vscode
 from vscode_config.templates import render
@@ -15,7 +16,12 @@ from vscode_config.templates import render
 TASK = TaskRef("jobs.train.fit", "jobs.train", "fit", "/src/jobs/train.py")
 
 
-def write(workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = ()) -> dict:
+EXTENSION = Path(vscode.__file__).resolve().parent / "extension"
+
+
+def write(
+    workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = (), ide: str = "code-server"
+) -> dict:
     write_configurations(
         workspace,
         TASK,
@@ -23,6 +29,7 @@ def write(workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = ()) -> 
         debug=("127.0.0.1", 5678),
         control={"control_url": "http://127.0.0.1:8081", "token": "t0k"},
         ranks=ranks,
+        ide=ide,
     )
     return json.loads((workspace / ".vscode" / "launch.json").read_text())
 
@@ -41,9 +48,39 @@ def test_launch_has_attach_rerun_and_resume(tmp_path: Path) -> None:
     script = Path(rerun["program"]).read_text()
     assert "load_inputs(TASK)" in script and '"jobs.train.fit"' in script
     compile(script, "rerun.py", "exec")
-    assert by_name["podcode: resume workflow"]["args"] == ["resume"]
+    resume = by_name["podcode: resume workflow"]
+    assert resume["request"] == "launch" and resume["action"] == "resume"
+    assert {c["type"] for c in launch["configurations"]} == {"podcode"}  # the companion's
+    hidden = [{"path": str(Path(configure.__file__).parent), "include": False}]
+    assert attach["rules"] == hidden and rerun["rules"] == hidden  # podcode's frames left out
     settings = json.loads((tmp_path / ".vscode" / "settings.json").read_text())
     assert settings["python.defaultInterpreterPath"] == sys.executable
+    assert settings["remote.autoForwardPorts"] is False
+    assert settings["debug.openDebug"] == "openOnSessionStart"
+
+
+def test_without_an_ide_the_configurations_are_for_desktop_vscode(tmp_path: Path) -> None:
+    """ide="none": a desktop VS Code attaches with Microsoft's Python Debugger (debugpy)."""
+    launch = write(tmp_path, tmp_path / "home", ide="none")
+    assert {c["type"] for c in launch["configurations"]} == {"debugpy"}
+    resume = launch["configurations"][-1]
+    assert resume["name"] == "podcode: resume workflow"
+    assert resume["module"] == "interactive.cli" and resume["args"] == ["resume"]
+    assert resume["env"]["PODCODE_HOME"] == str(tmp_path / "home")
+
+
+@pytest.mark.parametrize("ide", ["code-server", "none"])
+def test_the_companion_contributes_every_pod_debug_type(tmp_path: Path, ide: str) -> None:
+    """code-server has no Python debugger of its own: the pod's configurations must use one
+    the companion contributes (with Python breakpoints); "debugpy" only without an IDE."""
+    package = json.loads((EXTENSION / "package.json").read_text())
+    contributed = {d["type"] for d in package["contributes"]["debuggers"]}
+    assert {"language": "python"} in package["contributes"]["breakpoints"]
+    assert contributed == {vscode.POD_DEBUG_TYPE}
+    types = {c["type"] for c in write(tmp_path, tmp_path / "home", ide=ide)["configurations"]}
+    assert types <= contributed if ide != "none" else types == {vscode.DESKTOP_DEBUG_TYPE}
+    events = package["activationEvents"]  # active before F5 can ask for the debugger
+    assert "*" in events or f"onDebugResolve:{vscode.POD_DEBUG_TYPE}" in events
 
 
 def test_users_configurations_survive_with_comments(tmp_path: Path) -> None:
@@ -97,9 +134,12 @@ def test_hostile_names_stay_json_strings() -> None:
         python="/p",
         home="/h",
         ranks=[],
+        debug_type='podcode", "evil": "2',
+        hidden_roots=['/i"n'],
     )
     assert ours["configurations"][0]["name"].startswith('podcode: attach to failed x", "evil')
     assert "evil" not in ours["configurations"][0]
+    assert ours["configurations"][0]["rules"] == [{"path": '/i"n', "include": False}]
 
 
 def test_templates_refuse_missing_values() -> None:

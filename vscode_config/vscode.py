@@ -9,6 +9,10 @@ from typing import Any
 from vscode_config.templates import render
 
 OURS = "podcode:"
+POD_DEBUG_TYPE = "podcode"
+"""The companion extension's debugger: the pod's code-server has no other Python debugger."""
+DESKTOP_DEBUG_TYPE = "debugpy"
+"""Microsoft's Python Debugger extension, in a desktop VS Code attaching to the pod."""
 
 _TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
 
@@ -21,6 +25,12 @@ def parse_jsonc(text: str) -> Any:
         return token if token.startswith('"') else ""
 
     return json.loads(_TOKENS.sub(keep_strings, text))
+
+
+def debug_type(ide: str) -> str:
+    """The ``type`` of the pod's launch configurations: the companion's debugger when the
+    session serves code-server, else the desktop one (``ide="none"``)."""
+    return DESKTOP_DEBUG_TYPE if ide == "none" else POD_DEBUG_TYPE
 
 
 def launch_configurations(**values: Any) -> dict[str, Any]:

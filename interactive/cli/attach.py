@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import posixpath
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,6 +59,8 @@ def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
         console.say(f"  VS Code:   {ide_url}")
         if record.password:
             console.say(f"  Password:  {record.password}")
+            console.say(f"             (the login page asks for it; it is also the \"password\" in "
+                        f"{posixpath.join(info.home or '~/.podcode', 'session.json')} in the pod)")
     else:
         console.say("  This session has no browser IDE (ide=none): "
                     f"use `podcode debug {info.pod} -n {info.namespace}` with desktop VS Code.")

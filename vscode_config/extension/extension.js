@@ -1,15 +1,17 @@
 // podcode companion: a status-bar item with the session's state and the time left
-// before cleanup, the commands "Resume workflow" and "Keep alive", and throttled
-// activity reports (typing, terminal, debugging) to the session's control API.
+// before cleanup, the commands "Resume workflow" and "Keep alive", the debugger of the
+// pod's launch configurations (debugger.js), and throttled activity reports (typing,
+// terminal, debugging) to the session's control API.
 'use strict';
 
 const vscode = require('vscode');
 const client = require('./lib/client');
+const { registerDebugger } = require('./debugger');
+const { isPersonRequest } = require('./lib/activity');
 const { findSession } = require('./lib/session');
-const { statusText, statusTooltip } = require('./lib/status');
+const { ENDED_TEXT, pollDelay, statusText, statusTooltip } = require('./lib/status');
 const { Throttle } = require('./lib/throttle');
 
-const POLL_MS = 5000;
 const ACTIVITY_INTERVAL_MS = 5000;
 const KEEPALIVE_CHOICES = [
   { label: '1 hour', seconds: 3600 },
@@ -21,6 +23,8 @@ const KEEPALIVE_CHOICES = [
 let output;
 let item;
 let reported = new Set();
+let answered = false; // the control API answered once: its absence now means the session ended
+let lastState = null;
 
 function log(message) {
   output.appendLine(`[${new Date().toISOString()}] ${message}`);
@@ -41,11 +45,22 @@ function currentSession() {
   return session;
 }
 
+function showEnded() {
+  item.text = ENDED_TEXT;
+  item.tooltip = 'The podcode session is over: the workflow went on (or was stopped), and this IDE closes with it.';
+  item.backgroundColor = undefined;
+  lastState = 'ended';
+}
+
 async function refresh() {
   const session = currentSession();
   if (!session) {
+    if (answered) {
+      showEnded(); // the session removes its file when it ends
+      return;
+    }
     item.text = '$(debug-disconnect) podcode: no session';
-    item.tooltip = 'No podcode session found (PODCODE_CONTROL_URL/PODCODE_TOKEN or .vscode/podcode-session.json)';
+    item.tooltip = 'No podcode session found (.vscode/podcode-session.json, or PODCODE_CONTROL_URL/PODCODE_TOKEN)';
     item.backgroundColor = undefined;
     return;
   }
@@ -56,6 +71,8 @@ async function refresh() {
       item.tooltip = `GET ${session.controlUrl}/api/status answered ${answer.status}`;
       return;
     }
+    answered = true;
+    lastState = answer.body.state;
     const now = Date.now() / 1000;
     item.text = statusText(answer.body, now);
     item.tooltip = statusTooltip(answer.body, now);
@@ -63,6 +80,10 @@ async function refresh() {
       ? new vscode.ThemeColor('statusBarItem.warningBackground')
       : undefined;
   } catch (err) {
+    if (answered && err.code === 'ECONNREFUSED') {
+      showEnded();
+      return;
+    }
     item.text = '$(debug-disconnect) podcode: unreachable';
     item.tooltip = `${session.controlUrl}: ${err.message}`;
   }
@@ -77,6 +98,7 @@ async function resume() {
   try {
     const answer = await client.resume(session);
     if (answer.status === 202) {
+      lastState = 'resuming';
       vscode.window.showInformationMessage('podcode: resuming the workflow with your edits');
     } else {
       const reason = answer.body && answer.body.error ? answer.body.error : `status ${answer.status}`;
@@ -141,10 +163,16 @@ function watchActivity(context, report) {
     }),
     vscode.window.onDidOpenTerminal(() => report('terminal')),
     vscode.window.onDidChangeActiveTerminal(() => report('terminal')),
-    vscode.debug.onDidStartDebugSession(() => report('debug')),
-    vscode.debug.onDidChangeActiveDebugSession(() => report('debug')),
+    // Debugging counts when a person drives it (F5, stepping, evaluating, breakpoints),
+    // in any debug session; the requests the IDE sends by itself do not.
     vscode.debug.registerDebugAdapterTrackerFactory('*', {
-      createDebugAdapterTracker: () => ({ onWillReceiveMessage: () => report('debug') }),
+      createDebugAdapterTracker: () => ({
+        onWillReceiveMessage: (message) => {
+          if (isPersonRequest(message)) {
+            report('debug');
+          }
+        },
+      }),
     }),
   ];
   if (vscode.window.onDidChangeTerminalState) {
@@ -173,17 +201,28 @@ function activate(context) {
   });
   watchActivity(context, (kind) => throttle.report(kind));
 
-  const timer = setInterval(() => refresh().catch((err) => log(err.message)), POLL_MS);
+  let timer = null;
+  let stopped = false;
+  const poll = () => {
+    refresh()
+      .catch((err) => log(err.message))
+      .finally(() => {
+        if (!stopped) {
+          timer = setTimeout(poll, pollDelay(lastState));
+        }
+      });
+  };
   context.subscriptions.push(
     output,
     item,
-    { dispose: () => clearInterval(timer) },
+    { dispose: () => { stopped = true; clearTimeout(timer); } },
     { dispose: () => throttle.dispose() },
     vscode.commands.registerCommand('podcode.resume', resume),
     vscode.commands.registerCommand('podcode.keepAlive', keepAlive),
     vscode.commands.registerCommand('podcode.menu', menu),
   );
-  refresh().catch((err) => log(err.message));
+  registerDebugger(context, resume);
+  poll();
 }
 
 function deactivate() {}

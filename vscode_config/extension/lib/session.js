@@ -1,6 +1,6 @@
-// Where the control API is: PODCODE_CONTROL_URL / PODCODE_TOKEN from the environment
-// (set by the session that started this code-server), else the workspace file
-// .vscode/podcode-session.json, which must not be readable by other users.
+// Where the control API is: the workspace file .vscode/podcode-session.json, which the
+// session writes (mode 0600: a file other users can read is refused), else
+// PODCODE_CONTROL_URL / PODCODE_TOKEN from the environment.
 'use strict';
 
 const fs = require('fs');
@@ -41,10 +41,6 @@ function fromFile(file) {
 // folders: workspace folder paths. Returns {session, problems}.
 function findSession(env, folders) {
   const problems = [];
-  const fromEnv = fromEnvironment(env);
-  if (fromEnv) {
-    return { session: fromEnv, problems };
-  }
   for (const folder of folders) {
     const found = fromFile(path.join(folder, SESSION_FILE));
     if (found.session) {
@@ -54,7 +50,7 @@ function findSession(env, folders) {
       problems.push(found.problem);
     }
   }
-  return { session: null, problems };
+  return { session: fromEnvironment(env), problems };
 }
 
 module.exports = { findSession, fromFile, fromEnvironment, SESSION_FILE };

@@ -11,6 +11,18 @@ const ICONS = {
   failed: '$(error)',
 };
 
+const ENDED_STATES = ['done', 'failed'];
+const BUSY_STATES = ['resuming', 'running'];
+const ENDED_TEXT = '$(circle-slash) podcode: session ended';
+const POLL_MS = 5000;
+const FAST_POLL_MS = 1000;
+
+// How soon to ask again: often while the task runs after a resume, so that the end of the
+// session shows as it happens.
+function pollDelay(state) {
+  return BUSY_STATES.includes(state) ? FAST_POLL_MS : POLL_MS;
+}
+
 function isNumber(value) {
   return typeof value === 'number' && Number.isFinite(value);
 }
@@ -45,6 +57,13 @@ function formatDuration(seconds) {
 function statusText(status, nowSeconds) {
   const state = String(status.state || 'unknown');
   const icon = ICONS[state] || '$(debug)';
+  if (ENDED_STATES.includes(state)) {
+    return `${icon} podcode: session ended (${state === 'done' ? 'the task succeeded' : 'the task failed'})`;
+  }
+  if (BUSY_STATES.includes(state)) {
+    // True until the end: when the task succeeds, the session stops this VS Code with it.
+    return `${icon} podcode: ${state} · the session ends when the task succeeds`;
+  }
   const left = secondsLeft(status, nowSeconds);
   const suffix = left === null ? '' : ` · cleanup in ${formatDuration(left)}`;
   return `${icon} podcode: ${state}${suffix}`;
@@ -55,15 +74,22 @@ function statusTooltip(status, nowSeconds) {
   if (status.error) {
     lines.push(`error: ${status.error}`);
   }
-  if (isNumber(status.idle_seconds)) {
+  if (isNumber(status.idle_seconds) && !BUSY_STATES.includes(status.state)) {
     lines.push(`idle for ${formatDuration(status.idle_seconds)}`);
   }
   const left = secondsLeft(status, nowSeconds);
-  if (left !== null) {
+  if (left !== null && !BUSY_STATES.includes(status.state)) {
     lines.push(`cleanup in ${formatDuration(left)} unless you keep it alive`);
   }
-  lines.push('Click for: Resume workflow, Keep alive');
+  if (BUSY_STATES.includes(status.state)) {
+    lines.push('The task runs with your edits. If it succeeds, the session ends and this VS Code '
+      + 'stops; if it fails, the session opens again here.');
+  } else if (!ENDED_STATES.includes(status.state)) {
+    lines.push('Click for: Resume workflow, Keep alive');
+  }
   return lines.join('\n');
 }
 
-module.exports = { secondsLeft, formatDuration, statusText, statusTooltip };
+module.exports = {
+  ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, statusText, statusTooltip,
+};

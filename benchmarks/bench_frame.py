@@ -1,0 +1,204 @@
+"""How long a user waits for the failed frame: from a task's exception to its locals in the
+Variables view of the pod's code-server, in Chromium.
+
+``run()`` returns entries ``{"name", "value", "unit", "baseline", "goal"}`` (plus ``min`` and
+``max``), medians of 5 rounds:
+
+- ``time_to_frame_s``: wall seconds from the exception (the task writes the time just before
+  it raises) to the row ``total = 12`` in the Variables view: the session opens, the browser
+  (already running, as a user's is) opens the URL and logs in, and as soon as the status bar
+  shows the session, F5 attaches the post-mortem. The task runs 1.5 s before it
+  raises, as real tasks do (podcode imports what a session needs meanwhile).
+- ``bare_workbench_s`` (the baseline, measured in the same run, interleaved): the same
+  code-server binary started alone (``--auth none``) until the same browser shows its
+  workspace's files in the Explorer.
+- ``time_to_frame_ratio``: the two medians divided. Goal: at most 3. What lies between the
+  two is mostly code-server's: the login, and its extension host starting (the debugger is an
+  extension); podcode's parts (the session opening, F5 to the stop) take about a second each.
+
+Run: ``python benchmarks/bench_frame.py`` (needs code-server, Debian's chromium and playwright).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from server_bootstrap.config import CodeServerConfig  # noqa: E402
+from server_bootstrap.locate import ensure_code_server  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1280, "height": 800}
+TIMEOUT_MS = 180_000
+ROUNDS = 5
+JOB = textwrap.dedent("""
+    import time
+    from interactive import vscode
+
+    @vscode(port=0, control_port=0, debug_port=0)
+    def task(values):
+        total = 0
+        for value in values:
+            total += value * 2
+        time.sleep(1.5)  # a task fails after it ran a while, not at its first instruction
+        with open("raised_at", "w") as out:
+            out.write(repr(time.time()))
+        raise ValueError(f"total too large: {total}")
+
+    if __name__ == "__main__":
+        task([1, 2, 3])
+""")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _until(condition: Callable[[], Any], what: str, timeout: float = 180) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {timeout:g} s")
+        time.sleep(0.005)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM: podcode's session (or code-server's group) stops its whole tree."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def bare_workbench(binary: Path, root: Path, browser: Any) -> float:
+    """code-server alone: spawn to its workspace's files in the Explorer."""
+    folder = root / "bare"
+    (folder / "workspace").mkdir(parents=True)
+    (folder / "workspace" / "job.py").write_text(JOB)
+    port = _free_port()
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(binary), "--bind-addr", f"127.0.0.1:{port}", "--auth", "none",
+         "--user-data-dir", str(folder / "data"), "--extensions-dir", str(folder / "ext"),
+         "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
+         str(folder / "workspace")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        _until(lambda: _goto(page, f"http://127.0.0.1:{port}/"), "bare code-server answers")
+        page.locator(".explorer-folders-view .monaco-list-row", has_text="job.py").wait_for()
+        return time.perf_counter() - started
+    finally:
+        context.close()
+        os.killpg(proc.pid, 15)
+        proc.wait(30)
+
+
+def _goto(page: Any, url: str) -> bool:
+    try:
+        page.goto(url)
+    except Exception:  # not listening yet
+        return False
+    return True
+
+
+def _session(home: Path) -> dict[str, Any] | None:
+    try:
+        record: dict[str, Any] = json.loads((home / "session.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return record if record.get("state") == "waiting" else None
+
+
+def time_to_frame(root: Path, browser: Any) -> float:
+    """A failing decorated task: its exception to its locals in the Variables view."""
+    workspace, home = root / "ws", root / "home"
+    workspace.mkdir()
+    (workspace / "job.py").write_text(JOB)
+    env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home)}
+    proc = subprocess.Popen([sys.executable, "job.py"], cwd=workspace, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        record = _until(lambda: _session(home) or proc.poll() is not None, "a waiting session")
+        if record is True:
+            raise RuntimeError("the job exited before its session opened")
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(record["code_server_url"])
+        page.fill("input[type=password]", record["password"])
+        page.click("input[type=submit], button[type=submit]")
+        # The companion shows the session: the IDE's debuggers are up, F5 starts the selected
+        # (first) configuration. (Earlier, F5 only opens the Run and Debug view.)
+        page.locator(".statusbar-item", has_text="podcode: waiting").wait_for()
+        page.keyboard.press("F5")
+        page.locator(".debug-variables .monaco-list-row",
+                     has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
+        shown = time.time()
+        return shown - float((workspace / "raised_at").read_text())
+    finally:
+        context.close()
+        _stop(proc)
+
+
+def _summary(name: str, values: list[float], baseline: float, goal: object) -> dict[str, Any]:
+    return {"name": name, "value": round(statistics.median(values), 3), "unit": "s",
+            "baseline": round(baseline, 3), "goal": goal,
+            "min": round(min(values), 3), "max": round(max(values), 3)}
+
+
+def run(rounds: int = ROUNDS) -> list[dict[str, Any]]:
+    from playwright.sync_api import sync_playwright
+
+    binary = ensure_code_server(CodeServerConfig.from_environ())
+    bare, ours = [], []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for _ in range(rounds):  # interleaved: both see the same machine weather
+                root = Path(tempfile.mkdtemp(prefix="podcode-bench-frame-"))
+                try:
+                    bare.append(bare_workbench(binary, root, browser))
+                    ours.append(time_to_frame(root, browser))
+                finally:
+                    shutil.rmtree(root, ignore_errors=True)
+        finally:
+            browser.close()
+    bare_s, ours_s = statistics.median(bare), statistics.median(ours)
+    return [
+        _summary("time_to_frame_s", ours, bare_s, "as short as the parts allow"),
+        _summary("bare_workbench_s", bare, bare_s, "baseline"),
+        {"name": "time_to_frame_ratio", "value": round(ours_s / bare_s, 3), "unit": "x",
+         "baseline": round(bare_s, 3), "goal": "<= 3"},
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,215 @@
+"""The debugger in the pod's own code-server, driven in Chromium as a person would: a task
+fails, F5 shows the failed frame and its locals with no click in the debug views, the Debug
+Console evaluates in that frame, a breakpoint set in the gutter stops "debug ... again with
+captured inputs", the fix typed in the editor and Resume in the status bar finish the
+workflow; code-server forwards no ports by itself. Screenshots of the stopped debugger go to
+artifacts/ (``make screenshots`` copies the one the docs show)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.session_fixture import Job
+from tests.test_codeserver_browser import CHROMIUM, CHROMIUM_ARGS
+
+playwright_api = pytest.importorskip("playwright.async_api")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+VIEWPORT = {"width": 1100, "height": 640}
+"""Small enough that a screenshot fits in the docs as it is."""
+
+pytestmark = [
+    pytest.mark.codeserver,
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
+]
+
+HELPERS = "def scale(value):\n    return value * 2\n"
+FIXED = "def scale(value):\n    return value\n"
+JOB = """\
+from interactive import vscode
+from helpers import scale
+
+
+@vscode(port=0, control_port=0, debug_port=0)
+def middle(values):
+    total = 0
+    for value in values:
+        total += scale(value)
+    if total > 10:
+        raise ValueError(f"total too large: {total}")
+    return total
+
+
+if __name__ == "__main__":
+    print("RESULT", middle([1, 2, 3]))
+"""
+BREAK_LINE = 9  # total += scale(value)
+RAISE_LINE = 11
+SLOW_CLOSE = ("did not close within", "could not stop the IDE")
+"""What the session logs when the debugger held its threads while it closed."""
+
+
+async def _login(page: Any, record: dict[str, Any]) -> None:
+    await page.goto(record["code_server_url"])
+    await page.fill("input[type=password]", record["password"])
+    await page.click("input[type=submit], button[type=submit]")
+    await page.wait_for_selector(".monaco-workbench")
+    # The companion is up (on a busy machine the extension host takes a while).
+    await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
+
+
+async def _command(page: Any, title: str, pick: str | None = None) -> None:
+    """Run ``title`` from the command palette (and choose ``pick`` in its list)."""
+    await page.keyboard.press("F1")
+    await page.keyboard.type(title)
+    await page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for()
+    await page.keyboard.press("Enter")
+    if pick is not None:
+        await page.locator(".quick-input-list .monaco-list-row", has_text=pick).first.click()
+
+
+async def _open(page: Any, name: str) -> Any:
+    """Open ``name`` in the editor (quick open); its editor's view."""
+    await page.keyboard.press("Control+P")
+    await page.keyboard.type(name)
+    await page.locator(".quick-input-list .monaco-list-row", has_text=name).first.wait_for()
+    await page.keyboard.press("Enter")
+    editor = page.locator(".editor-instance .monaco-editor").first
+    await page.locator(".tab.active", has_text=name).wait_for()
+    return editor
+
+
+async def _toggle_breakpoint(page: Any, editor: Any, line: int) -> None:
+    """Click the gutter left of line ``line``'s number, as a person sets a breakpoint."""
+    number = editor.locator(".margin-view-overlays .line-numbers", has_text=re.compile(f"^{line}$"))
+    box = await number.bounding_box()
+    assert box is not None
+    glyphs = await editor.locator(".margin-view-overlays").bounding_box()
+    assert glyphs is not None
+    x, y = glyphs["x"] + 8, box["y"] + box["height"] / 2
+    await page.mouse.move(x, y)
+    await page.mouse.click(x, y)
+
+
+async def _until(condition: Callable[[], bool], page: Any, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await page.wait_for_timeout(100)
+
+
+async def _stack(page: Any) -> list[str]:
+    rows = await page.locator(".debug-call-stack .monaco-list-row").all_inner_texts()
+    return [" ".join(row.split()) for row in rows]
+
+
+async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
+    job: Job, code_server_binary: Path, tmp_path: Path
+) -> None:
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    assert job.proc is not None
+    tree = [job.proc.pid] + [p.pid for p in psutil.Process(job.proc.pid).children(recursive=True)]
+    ARTIFACTS.mkdir(exist_ok=True)
+    listeners: list[socket.socket] = []
+    async with playwright_api.async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
+            args=CHROMIUM_ARGS, viewport=VIEWPORT,
+        )
+        page = context.pages[0] if context.pages else await context.new_page()
+        page.set_default_timeout(120_000)
+        try:
+            await _login(page, record)
+            # New listening ports: code-server would forward them (in seconds) and say so.
+            listeners.extend(socket.create_server(("127.0.0.1", 0)) for _ in range(25))
+
+            # F5 on the selected (first) configuration: the post-mortem attach.
+            await page.keyboard.press("F5")
+            failed_frame = page.locator(".debug-call-stack .monaco-list-row", has_text="middle")
+            unsupported = page.get_by_text(re.compile("is not supported"))
+            await failed_frame.or_(unsupported).first.wait_for()
+            assert await unsupported.count() == 0, "code-server has no debugger for this type"
+            stack = await _stack(page)
+            assert stack[0].startswith(f"middle job.py {RAISE_LINE}:"), stack
+            # Frames only: no thread is listed (not the waiting main thread, not podcode's).
+            assert all(".py" in row for row in stack), stack
+            assert not any(word in " ".join(stack) for word in ("podcode", "Thread", "asyncio"))
+            total = page.locator(".debug-variables .monaco-list-row",
+                                 has_text=re.compile(r"^total\s*=\s*12$"))
+            await total.wait_for()  # the failed frame's locals, open without a click
+            await page.screenshot(path=str(ARTIFACTS / "debugger-postmortem.png"))
+
+            await page.locator(".repl-input-wrapper .monaco-editor").click()
+            await page.keyboard.type("total * 2 + len(values)")
+            await page.keyboard.press("Enter")
+            await page.locator(".repl .monaco-list-row", has_text=re.compile(r"^27$")).wait_for()
+
+            await page.keyboard.press("Shift+F5")  # detach: the session keeps waiting
+            await failed_frame.wait_for(state="detached")
+
+            editor = await _open(page, "job.py")
+            await _toggle_breakpoint(page, editor, BREAK_LINE)
+            await page.locator(".debug-breakpoints .monaco-list-row",
+                               has_text=f"job.py{BREAK_LINE}").wait_for()
+            await _command(page, "Debug: Select and Start Debugging",
+                           pick="podcode: debug middle again with captured inputs")
+            await page.locator(".debug-call-stack .monaco-list-row",
+                               has_text=f"job.py{BREAK_LINE}:").wait_for()
+            await page.locator(".debug-variables .monaco-list-row",
+                               has_text=re.compile(r"^value\s*=\s*1$")).wait_for()  # 1st item
+            await page.screenshot(path=str(ARTIFACTS / "debugger-breakpoint.png"))
+            await page.keyboard.press("Shift+F5")  # end the fresh process
+            await page.locator(".debug-call-stack .monaco-list-row").first.wait_for(
+                state="detached")
+            await _toggle_breakpoint(page, editor, BREAK_LINE)  # done with it
+            await page.locator(".debug-breakpoints .monaco-list-row",
+                               has_text=f"job.py{BREAK_LINE}").wait_for(state="detached")
+
+            helpers = await _open(page, "helpers.py")
+            await helpers.locator(".view-line", has_text="return value * 2").click()
+            await page.keyboard.press("End")
+            await page.keyboard.press("Backspace")
+            await page.keyboard.press("Backspace")
+            await page.keyboard.press("Backspace")
+            await page.keyboard.press("Backspace")
+            await page.keyboard.press("Control+S")
+            await _until(lambda: (job.workspace / "helpers.py").read_text() == FIXED, page)
+
+            ports = page.locator('[id="status.forwardedPorts"]')
+            assert await ports.get_attribute("aria-label") == "No Ports Forwarded"
+            assert await page.get_by_text(re.compile("automatically forwarded")).count() == 0
+
+            # Attached again (it stops in the exception again), Resume from the status bar.
+            await _command(page, "Debug: Select and Start Debugging",
+                           pick="podcode: attach to failed middle (post-mortem)")
+            await failed_frame.wait_for()
+            await page.locator(".statusbar-item", has_text="podcode: waiting").click()
+            await page.locator(".quick-input-list .monaco-list-row",
+                               has_text="Resume workflow").first.click()
+            assert job.wait_exit(timeout=30) == 0  # the session closed held by nothing
+        except BaseException:
+            await page.screenshot(path=str(ARTIFACTS / "debugger-failure.png"))
+            raise
+        finally:
+            await context.close()
+            for listener in listeners:
+                listener.close()
+    output = job.output()
+    assert "RESULT 6" in output  # (1 + 2 + 3) with the fixed helper
+    assert not any(message in output for message in SLOW_CLOSE), output
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(pid) for pid in tree[1:]):
+        time.sleep(0.1)
+    left = [pid for pid in tree[1:] if psutil.pid_exists(pid)
+            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert left == [], f"processes left after the session: {left}"
