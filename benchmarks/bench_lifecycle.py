@@ -26,13 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interactive.identity import SESSION_VARIABLE, session_id  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
+from tests.processes import marked_processes  # noqa: E402
 
 RUNS = 5
 SETTLE_SECONDS = 5.0
@@ -48,16 +47,6 @@ JOB = textwrap.dedent("""
 """)
 
 
-def session_processes(session: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (proc.environ().get(SESSION_VARIABLE) == session
-                    and proc.status() != psutil.STATUS_ZOMBIE):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def _wait_waiting(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -90,7 +79,7 @@ def one_run(root: Path, binary: Path) -> tuple[int, int, float | None]:
     try:
         record = _wait_waiting(home, proc)
         session = session_id(record["pid"], record["started"])
-        tree = session_processes(session)
+        tree = marked_processes(session)
         terminal = subprocess.Popen(["sleep", "600"], env=tree[0].environ(),
                                     start_new_session=True)
         before = len(tree) + 1
@@ -100,13 +89,13 @@ def one_run(root: Path, binary: Path) -> tuple[int, int, float | None]:
         cleared = None
         while time.monotonic() - killed < SETTLE_SECONDS:
             terminal.poll()  # reap our own child once it is ended
-            if cleared is None and not session_processes(session):
+            if cleared is None and not marked_processes(session):
                 cleared = time.monotonic() - killed
             time.sleep(0.02)
         terminal.poll()
-        return before, len(session_processes(session)), cleared
+        return before, len(marked_processes(session)), cleared
     finally:
-        for left in session_processes(session) if session else []:
+        for left in marked_processes(session) if session else []:
             left.kill()  # what the watchdog missed: not left behind by the benchmark
         if proc.poll() is None:
             proc.kill()

@@ -14,11 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from interactive.cli import Console, Exit, run
 from interactive.identity import SESSION_VARIABLE, session_id
+from tests.processes import marked_processes
 from tests.session_fixture import Job
 
 JOB = """
@@ -36,17 +36,6 @@ if __name__ == "__main__":
 """
 
 
-def session_processes(session: str) -> list[psutil.Process]:
-    """Live processes carrying the session's marker (code-server's tree and its terminals)."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (proc.environ().get(SESSION_VARIABLE) == session
-                    and proc.status() != psutil.STATUS_ZOMBIE):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 def wait_until(predicate: Any, what: str, timeout: float = 60.0) -> Any:
@@ -89,13 +78,13 @@ def test_sigkill_of_the_task_leaves_no_process_and_no_secret(
     assert record["code_server_url"] and record["password"]
     assert job.proc is not None
     session = session_id(record["pid"], record["started"])
-    tree = wait_until(lambda: session_processes(session), "code-server's processes")
+    tree = wait_until(lambda: marked_processes(session), "code-server's processes")
     # A terminal of code-server: a session of its own, code-server's environment.
     terminal = subprocess.Popen(["sleep", "600"], env=tree[0].environ(), start_new_session=True)
     try:
         job.proc.send_signal(signal.SIGKILL)
         job.proc.wait(10)
-        wait_until(lambda: not session_processes(session), "no process of the session", 15)
+        wait_until(lambda: not marked_processes(session), "no process of the session", 15)
         assert terminal.wait(5) == -signal.SIGTERM
     finally:
         if terminal.poll() is None:

@@ -18,6 +18,7 @@ import pytest
 from interactive import watchdog
 from interactive.identity import SESSION_VARIABLE, process_started
 from interactive.watchdog import Orders, Seen
+from tests.processes import marked_processes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,16 +116,6 @@ TASK = textwrap.dedent("""
 """)
 
 
-def marked(value: str) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if (proc.environ().get(SESSION_VARIABLE) == value
-                    and proc.status() != psutil.STATUS_ZOMBIE):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 class Task:
@@ -148,7 +139,7 @@ class Task:
 
     def wait_marked(self, count: int) -> list[psutil.Process]:
         deadline = time.monotonic() + 30
-        while len(found := marked(self.session)) != count and time.monotonic() < deadline:
+        while len(found := marked_processes(self.session)) != count and time.monotonic() < deadline:
             time.sleep(0.05)
         return found
 
@@ -168,7 +159,7 @@ def task(tmp_path: Path) -> Iterator[Callable[[str], Task]]:
 
     yield make
     for one in made:
-        for proc in marked(one.session):
+        for proc in marked_processes(one.session):
             proc.kill()
         if one.proc.poll() is None:
             one.proc.kill()
@@ -200,7 +191,7 @@ def test_a_clean_close_stops_the_watchdog_and_ends_nothing(task: Callable[[str],
     running.proc.send_signal(signal.SIGKILL)
     running.proc.wait(10)
     time.sleep(1.0)  # what a watchdog would have done by now, it did not do
-    assert len(marked(running.session)) == 2
+    assert len(marked_processes(running.session)) == 2
     assert all(data["token"] == "tok-1" for data in running.records())
 
 
