@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -151,6 +152,13 @@ def load_configuration(
             config_file=path, context=context, client_configuration=configuration
         )
         namespace = _context_namespace(path, context)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or "it cannot be parsed"
+        raise ClusterError(
+            f"cannot use the kubeconfig {path}: it is not valid YAML{at} ({problem})", "config"
+        ) from None
     except (ConfigException, ValueError, OSError, KeyError) as exc:
         raise ClusterError(f"cannot use the kubeconfig {path}: {exc}", "config") from None
     return configuration, namespace

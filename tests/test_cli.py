@@ -294,6 +294,16 @@ def test_no_kubeconfig(verb: list[str], tmp_path: Path, console: Console,
     assert "no Kubernetes configuration" in _one_line(console)
 
 
+def test_a_malformed_kubeconfig_is_one_line(tmp_path: Path, console: Console) -> None:
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\nclusters: [\n  - bad: {\n")
+    assert run(["list", "--kubeconfig", str(broken)], console) == Exit.UNREACHABLE
+    assert _one_line(console).startswith(
+        f"podcode: cannot use the kubeconfig {broken}: it is not valid YAML at line 3, column 3 "
+        "(expected the node content, but found '-')"
+    )
+
+
 @pytest.mark.parametrize("verb", [["list"], *POD_VERBS], ids=lambda v: v[0])
 def test_api_server_down(verb: list[str], fake_kube: FakeKube, console: Console) -> None:
     fake_kube.session_pod("train-0")
