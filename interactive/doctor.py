@@ -37,9 +37,15 @@ POD_VERBS: tuple[tuple[str, str, str], ...] = (
 PORTS = (("port", "port (code-server)"), ("control_port", "port (control API)"),
          ("debug_port", "port (debugpy)"))
 USER_VERBS: tuple[tuple[str, str, str], ...] = (
-    ("list", "pods", ""), ("get", "pods", ""), ("create", "pods", "portforward"),
-    ("create", "pods", "exec"),
+    ("list", "pods", ""), ("get", "pods", ""),
+    # The Python client's WebSocket upgrade is authorised as "get" by some API servers and
+    # as "create" by others: both are needed.
+    ("create", "pods", "portforward"), ("get", "pods", "portforward"),
+    ("create", "pods", "exec"), ("get", "pods", "exec"),
+    ("get", "pods", "log"),
 )
+UNREACHABLE_FIX = ("check the API server address in your kubeconfig, your network or VPN "
+                   "(kubectl cluster-info)")
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,8 @@ def check_permissions(
         try:
             allowed = cluster.can_i(verb, resource, namespace, sub)
         except ClusterError as exc:
-            return [*checks, Check(name, FAIL, str(exc), fix)]
+            advice = UNREACHABLE_FIX if exc.kind == "unreachable" else fix
+            return [*checks, Check(name, FAIL, str(exc), advice)]
         if allowed:
             checks.append(Check(name, OK, f"allowed in namespace {namespace}"))
         else:
@@ -210,10 +217,12 @@ def check_kubernetes(connect: Callable[[], Cluster], environ: Environ,
                       "(needed by podcode list and attach, and in a pod for cleanup)")]
     with cluster:
         namespace = namespace or environ.get("POD_NAMESPACE") or cluster.namespace
-        checks = [Check("kubernetes", OK, f"API server {cluster.host}")]
-        if in_pod:
-            return checks + check_permissions(cluster, namespace, POD_VERBS, "pod", POD_ROLE_FIX)
-        return checks + check_permissions(cluster, namespace, USER_VERBS, "you", USER_ROLE_FIX)
+        verbs, who, fix = (POD_VERBS, "pod", POD_ROLE_FIX) if in_pod else (
+            USER_VERBS, "you", USER_ROLE_FIX)
+        permissions = check_permissions(cluster, namespace, verbs, who, fix)
+        if permissions and permissions[0].fix == UNREACHABLE_FIX:  # not one answer came back
+            return [Check("kubernetes", FAIL, permissions[0].detail, UNREACHABLE_FIX)]
+        return [Check("kubernetes", OK, f"API server {cluster.host}"), *permissions]
 
 
 def run_checks(environ: Environ, connect: Callable[[], Cluster],

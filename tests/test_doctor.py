@@ -101,6 +101,26 @@ def test_user_permissions(fake_kube: FakeKube) -> None:
     assert "k8s pod: patch pods" not in by_name
 
 
+def test_both_verbs_of_the_websocket_subresources_and_logs_are_checked(
+    fake_kube: FakeKube,
+) -> None:
+    fake_kube.deny("get", "pods/portforward")
+    by_name = {c.name: c for c in doctor.check_kubernetes(Cluster.connect, {}, "ml")}
+    assert by_name["k8s you: create pods/portforward"].status == doctor.OK
+    assert by_name["k8s you: get pods/portforward"].status == doctor.FAIL
+    assert by_name["k8s you: get pods/exec"].status == doctor.OK
+    assert by_name["k8s you: get pods/log"].status == doctor.OK
+
+
+def test_an_unreachable_api_server_is_not_reported_as_ok(fake_kube: FakeKube) -> None:
+    with fake_kube.offline():
+        checks = doctor.check_kubernetes(Cluster.connect, {}, "ml")
+    [check] = checks
+    assert (check.name, check.status) == ("kubernetes", doctor.FAIL)
+    assert "cannot reach the Kubernetes API server" in check.detail
+    assert "kubectl cluster-info" in check.fix and "Role" not in check.fix
+
+
 def test_pod_permissions(fake_kube: FakeKube) -> None:
     fake_kube.deny("delete", "pods")
     checks = doctor.check_kubernetes(Cluster.connect, {"POD_NAME": "p", "POD_NAMESPACE": "ml"},
