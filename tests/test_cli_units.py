@@ -86,3 +86,19 @@ def test_durations_and_tables() -> None:
         "5s", "2m", "3h05m", "3d02h"]
     assert until(None, 0) == "-" and until(10, 20) == "due now" and until(130, 10) == "in 2m"
     assert table(("A", "BB"), [("xyz", "1")]).splitlines() == ["A     BB", "xyz   1"]
+
+
+def test_every_help_example_parses() -> None:
+    """The examples in ``podcode --help`` are real command lines."""
+    import shlex
+
+    from interactive.cli.parser import EXAMPLES, build_parser
+
+    lines = [line.strip() for line in EXAMPLES.splitlines()[1:] if line.strip()]
+    assert len(lines) >= 8
+    for line in lines:
+        command = line.split("|")[0].split("   ")[0]
+        argv = shlex.split(command)
+        assert argv[0] == "podcode"
+        args, rest = build_parser().parse_known_args(argv[1:])
+        assert args.verb and not rest, line

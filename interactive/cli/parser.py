@@ -5,8 +5,20 @@ from __future__ import annotations
 import argparse
 
 DESCRIPTION = "Find, attach to and steer podcode debug sessions, locally or across a cluster."
-EPILOG = """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session), 4 unreachable
-(no kubeconfig, API server or session down), 5 permission denied, 6 conflict, 130 interrupted"""
+EXAMPLES = """examples:
+  podcode list -n ml                     the sessions waiting in namespace ml
+  podcode attach train-x7k2p -n ml       VS Code of that pod at http://127.0.0.1:PORT/
+  podcode debug train-x7k2p --write      forward debugpy for a desktop VS Code
+  podcode status train-x7k2p             state, error, idle time, cleanup countdown
+  podcode resume train-x7k2p             run the task again with your edits
+  podcode keepalive train-x7k2p --seconds 7200
+  podcode edits pipeline.train | git apply   your last fix, from the store
+  podcode status                         the session on this machine (no POD)
+  podcode doctor                         what works and what to fix
+
+"""
+EPILOG = EXAMPLES + """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session),
+4 unreachable (no kubeconfig, API server or session down), 5 permission denied, 6 conflict, 130 interrupted"""
 
 
 def _positive(text: str) -> float:
@@ -71,6 +83,7 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 def build_parser() -> argparse.ArgumentParser:
     common = _common(defaults=False)
     parser = argparse.ArgumentParser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                      parents=[_common(defaults=True)])
     sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster "
