@@ -18,7 +18,8 @@ EXAMPLES = """examples:
 
 """
 EPILOG = EXAMPLES + """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session),
-4 unreachable (no kubeconfig, API server or session down), 5 permission denied, 6 conflict, 130 interrupted"""
+4 unreachable (no kubeconfig, API server or session down), 5 permission denied, 6 conflict,
+130 interrupted"""
 
 
 def _positive(text: str) -> float:
