@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from interactive.settings import NAMES, Settings, env_name
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -39,3 +41,14 @@ def test_docs_images_exist_and_stay_small() -> None:
             image = page.parent / target
             assert image.exists(), f"{page.name} shows missing {target}"
             assert image.stat().st_size < 150_000, f"{target} is {image.stat().st_size} bytes"
+
+
+def test_the_configuration_pages_example_error_is_the_real_one() -> None:
+    from interactive import vscode
+    from interactive.errors import SettingError
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    shown = next(line for line in page.splitlines() if line.startswith("podcode setting "))
+    with pytest.raises(SettingError) as raised:
+        vscode(max_idle_seconds=-5)
+    assert str(raised.value) == shown
