@@ -232,6 +232,7 @@ class Session:
         self._say_where_edits_go()
         self._arm(excinfo)
         self._loop.spawn(self._watch(), "monitor")
+        self._announce()
         log.info(
             "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
             self.task.name,
@@ -239,6 +240,21 @@ class Session:
             self._control.url,
             *self.endpoints.debug,
             f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
+        )
+
+    def _announce(self) -> None:
+        """One line on the task's output: where the session is and what to do (no secret)."""
+        where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
+        if self.endpoints.code_server_url:
+            where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
+                            f"\"password\" in {record.session_dir(self.home) / record.FILE})")
+        elif self.settings.ide != "none" and self.leader:
+            where.insert(0, "VS Code when code-server is ready (podcode status)")
+        print(
+            f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
+            "fix the code, then podcode resume (or abort)",
+            file=sys.stderr,
+            flush=True,
         )
 
     def _config_root(self) -> Path:
