@@ -205,19 +205,24 @@ def check_permissions(
     return checks
 
 
+def in_pod(environ: Environ) -> bool:
+    """Whether this runs inside a Kubernetes pod (else: an engineer's laptop)."""
+    return bool(environ.get("POD_NAME") or environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def check_kubernetes(connect: Callable[[], Cluster], environ: Environ,
-                     namespace: str | None) -> list[Check]:
+                     namespace: str | None, pod: bool | None = None) -> list[Check]:
     """The user's permissions (laptop) or the pod's (inside a pod), by access reviews."""
-    in_pod = bool(environ.get("POD_NAME") or environ.get("KUBERNETES_SERVICE_HOST"))
+    pod_side = in_pod(environ) if pod is None else pod
     try:
         cluster = connect()
     except ClusterError as exc:
-        status = FAIL if in_pod else WARN
+        status = FAIL if pod_side else WARN
         return [Check("kubernetes", status, str(exc), "pass --kubeconfig or set KUBECONFIG "
                       "(needed by podcode list and attach, and in a pod for cleanup)")]
     with cluster:
         namespace = namespace or environ.get("POD_NAMESPACE") or cluster.namespace
-        verbs, who, fix = (POD_VERBS, "pod", POD_ROLE_FIX) if in_pod else (
+        verbs, who, fix = (POD_VERBS, "pod", POD_ROLE_FIX) if pod_side else (
             USER_VERBS, "you", USER_ROLE_FIX)
         permissions = check_permissions(cluster, namespace, verbs, who, fix)
         if permissions and permissions[0].fix == UNREACHABLE_FIX:  # not one answer came back
@@ -226,13 +231,18 @@ def check_kubernetes(connect: Callable[[], Cluster], environ: Environ,
 
 
 def run_checks(environ: Environ, connect: Callable[[], Cluster],
-               namespace: str | None = None) -> list[Check]:
-    """Every check, in the order the table shows them."""
+               namespace: str | None = None, pod: bool | None = None) -> list[Check]:
+    """The checks of one side, in the order the table shows them: in a pod, what a
+    session needs there (code-server, GPU, mail, ports, the pod's permissions); on a
+    laptop, what the CLI needs (the cluster and your permissions). ``pod`` None: detect."""
+    pod_side = in_pod(environ) if pod is None else pod
+    if not pod_side:
+        return check_kubernetes(connect, environ, namespace, pod=False)
     return [
         check_code_server(environ),
         check_node(environ),
         check_nvml(),
         check_smtp(environ),
         *check_ports(environ),
-        *check_kubernetes(connect, environ, namespace),
+        *check_kubernetes(connect, environ, namespace, pod=True),
     ]

@@ -150,7 +150,11 @@ def test_cli_doctor_table_and_exit_code(fake_kube: FakeKube,
     text = console.out.getvalue()  # type: ignore[attr-defined]
     assert text.splitlines()[0].split() == ["CHECK", "STATUS", "DETAIL"]
     assert "TO FIX" in text and "podcode-user Role" in text
+    laptop = [line.split()[0] for line in text.splitlines()[1:] if line.startswith(("k8s", "kub"))]
+    assert laptop and "code-server" not in text and "smtp" not in text  # a laptop run
     json_console = Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ)
-    assert run(["doctor", "-o", "json"], json_console) == Exit.FAILED
-    names = [c["name"] for c in json.loads(json_console.out.getvalue())]  # type: ignore[attr-defined]
+    assert run(["doctor", "--pod", "-o", "json"], json_console) == Exit.FAILED
+    checks = json.loads(json_console.out.getvalue())  # type: ignore[attr-defined]
+    names = [c["name"] for c in checks]
     assert names[:4] == ["code-server", "node", "gpu (nvml)", "smtp"]
+    assert any(name.startswith("k8s pod: ") for name in names)

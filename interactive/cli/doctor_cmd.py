@@ -12,7 +12,8 @@ from interactive.doctor import FAIL, OK, SKIP, run_checks
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    checks = run_checks(console.environ, lambda: connect(args, console), args.namespace)
+    side = {"pod": True, "laptop": False}.get(args.side or "")
+    checks = run_checks(console.environ, lambda: connect(args, console), args.namespace, side)
     failed = any(c.status == FAIL for c in checks)
     if args.output == "json":
         console.json([c.as_dict() for c in checks])

@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     edits.add_argument("task", help="the task's name as podcode prints it (module.function)")
     sub.add_parser("install", add_help=False, help="install code-server ahead of time "
                    "(podcode install --help)")
-    sub.add_parser("doctor", parents=[common], help="check code-server, GPU, mail, ports and "
-                   "Kubernetes permissions")
+    doctor = sub.add_parser("doctor", parents=[common], help="in a pod: code-server, GPU, "
+                            "mail, ports and the pod's permissions; on a laptop: the cluster "
+                            "and your permissions")
+    side = doctor.add_mutually_exclusive_group()
+    side.add_argument("--pod", dest="side", action="store_const", const="pod",
+                      help="check what a session needs in its pod (default inside a pod)")
+    side.add_argument("--laptop", dest="side", action="store_const", const="laptop",
+                      help="check what the CLI needs (default outside a pod)")
     return parser
