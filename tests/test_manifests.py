@@ -1,4 +1,5 @@
-"""The manifests in docs/kubernetes.md are valid Kubernetes objects, and say what podcode needs."""
+"""The manifests in docs/kubernetes.md and docs/deploy.md are valid Kubernetes objects, and say
+what podcode needs."""
 
 from __future__ import annotations
 
@@ -10,19 +11,21 @@ import kubernetes_validate
 import pytest
 import yaml
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "kubernetes.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOC = DOCS / "kubernetes.md"
+DEPLOY = DOCS / "deploy.md"
 BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def manifests() -> list[dict[str, Any]]:
+def manifests(doc: Path = DOC) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
-    for block in BLOCK.findall(DOC.read_text(encoding="utf-8")):
+    for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
         found.extend(doc for doc in yaml.safe_load_all(block) if doc)
     return found
 
 
-def by_kind(kind: str, name: str) -> dict[str, Any]:
-    return next(m for m in manifests() if m["kind"] == kind and m["metadata"]["name"] == name)
+def by_kind(kind: str, name: str, doc: Path = DOC) -> dict[str, Any]:
+    return next(m for m in manifests(doc) if m["kind"] == kind and m["metadata"]["name"] == name)
 
 
 def rules(role: dict[str, Any]) -> set[tuple[str, str]]:
@@ -34,13 +37,21 @@ def _id(manifest: dict[str, Any]) -> str:
     return f"{manifest['kind']}/{manifest['metadata']['name']}"
 
 
-@pytest.mark.parametrize("manifest", manifests(), ids=_id)
+def _doc_id(manifest: dict[str, Any], doc: Path) -> str:
+    return f"{doc.stem}:{_id(manifest)}"
+
+
+EVERY = [pytest.param(m, id=_doc_id(m, doc)) for doc in (DOC, DEPLOY) for m in manifests(doc)]
+
+
+@pytest.mark.parametrize("manifest", EVERY)
 def test_every_manifest_is_valid(manifest: dict[str, Any]) -> None:
     kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_the_doc_ships_every_kind() -> None:
-    kinds = {m["kind"] for m in manifests()}
+@pytest.mark.parametrize("doc", [DOC, DEPLOY], ids=lambda doc: doc.stem)
+def test_the_doc_ships_every_kind(doc: Path) -> None:
+    kinds = {m["kind"] for m in manifests(doc)}
     assert {"ServiceAccount", "Role", "RoleBinding", "Job"} <= kinds
 
 
@@ -82,3 +93,48 @@ def test_a_broken_manifest_is_caught() -> None:
     job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = "thirty"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, kubernetes_validate.latest_version(), strict=True)
+
+
+# -- docs/deploy.md: the walkthrough ---------------------------------------------------
+
+
+def test_the_walkthrough_reuses_the_roles_of_kubernetes_md() -> None:
+    for kind, name in (("ServiceAccount", "podcode"), ("Role", "podcode-session"),
+                       ("RoleBinding", "podcode-session"), ("Role", "podcode-user"),
+                       ("RoleBinding", "podcode-user")):
+        assert by_kind(kind, name, DEPLOY) == by_kind(kind, name)
+
+
+def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == name)
+
+
+def test_the_walkthrough_job_runs_read_only_with_writable_volumes() -> None:
+    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    assert pod["spec"]["serviceAccountName"] == "podcode"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    main = _container(pod, "main")
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    text = DEPLOY.read_text(encoding="utf-8")
+    home = re.search(r"PODCODE_HOME=(\S+)", text)
+    xdg = re.search(r"XDG_DATA_HOME=(\S+)", text)
+    assert home and xdg
+    for path in (home.group(1), xdg.group(1), main["workingDir"], "/tmp"):
+        mount = next(m for m in mounts if path == m or path.startswith(m + "/"))
+        assert "emptyDir" in volumes[mounts[mount]], path
+    [init] = pod["spec"]["initContainers"]
+    assert {m["mountPath"] for m in init["volumeMounts"]} == {main["workingDir"]}
+
+
+def test_the_walkthrough_creates_the_secrets_the_job_uses() -> None:
+    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    main = _container(pod, "main")
+    env = {e["name"]: e for e in main["env"]}
+    smtp = env["PODCODE_SMTP_URL"]["valueFrom"]["secretKeyRef"]
+    assert env["PODCODE_STORE"]["value"].startswith("s3://")
+    text = DEPLOY.read_text(encoding="utf-8")
+    assert f"create secret generic {smtp['name']} \\\n  --from-literal={smtp['key']}=" in text
+    for source in main["envFrom"]:
+        assert f"create secret generic {source['secretRef']['name']}" in text
