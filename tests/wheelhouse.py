@@ -1,7 +1,7 @@
 """A local wheelhouse for installing podcode offline into a fresh virtual environment.
 
-podcode's wheel is built from the checkout; each of its dependencies (with the
-extras asked for, and theirs, recursively) is packed back into a wheel from the
+podcode's wheel is built from the checkout; each dependency its metadata names (with
+the extras asked for, and theirs, recursively) is packed back into a wheel from the
 distribution installed here, file by file as its RECORD lists it. A dependency
 missing from pyproject.toml is then missing from the wheelhouse too, so
 ``pip install --no-index`` of podcode fails as it would on a fresh machine.
@@ -10,12 +10,12 @@ missing from pyproject.toml is then missing from the wheelhouse too, so
 from __future__ import annotations
 
 import base64
+import email.parser
 import hashlib
 import importlib.metadata as metadata
 import shutil
 import subprocess
 import sys
-import tomllib
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,11 +27,17 @@ SKIPPED = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
 PACKAGE = ("pyproject.toml", "README.md", "interactive", "server_bootstrap", "vscode_config")
 
 
-def requirements(checkout: Path, extras: Iterable[str]) -> list[str]:
-    """podcode's declared dependencies, plus those of ``extras``."""
-    project = tomllib.loads((checkout / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    optional = project["optional-dependencies"]
-    return [*project["dependencies"], *(r for extra in extras for r in optional[extra])]
+def requirements(wheel: Path, extras: Iterable[str]) -> list[str]:
+    """What a wheel's metadata requires, with ``extras``, for this Python."""
+    with zipfile.ZipFile(wheel) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        meta = email.parser.Parser().parsestr(archive.read(name).decode("utf-8"))
+    found = []
+    for raw in meta.get_all("Requires-Dist") or []:
+        req = Requirement(raw)
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in [*extras, ""]):
+            found.append(str(req).split(";")[0])
+    return found
 
 
 def closure(roots: Iterable[str]) -> dict[str, set[str]]:
@@ -57,7 +63,8 @@ def closure(roots: Iterable[str]) -> dict[str, set[str]]:
 def repack(name: str, target: Path) -> Path:
     """The installed distribution ``name`` as a wheel in ``target``."""
     dist = metadata.distribution(name)
-    info = next(f for f in dist.files or [] if f.name == "WHEEL" and f.parent.suffix == ".dist-info")
+    info = next(f for f in dist.files or []
+                if f.name == "WHEEL" and f.parent.suffix == ".dist-info")
     tag = compressed_tag(line.split(":", 1)[1].strip() for line
                          in (dist.read_text("WHEEL") or "").splitlines() if line.startswith("Tag:"))
     stem = canonicalize_name(dist.metadata["Name"]).replace("-", "_")
@@ -108,7 +115,5 @@ def build_podcode(checkout: Path, scratch: Path, target: Path) -> Path:
 def fill(checkout: Path, extras: Iterable[str], scratch: Path, target: Path) -> list[Path]:
     """podcode's wheel and every dependency's, in ``target``."""
     target.mkdir(parents=True, exist_ok=True)
-    extras = list(extras)
-    wheels = [build_podcode(checkout, scratch, target)]
-    wheels += [repack(name, target) for name in closure(requirements(checkout, extras))]
-    return wheels
+    podcode = build_podcode(checkout, scratch, target)
+    return [podcode, *(repack(name, target) for name in closure(requirements(podcode, extras)))]
