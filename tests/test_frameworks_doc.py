@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +91,51 @@ def test_every_pod_knows_itself_and_is_never_restarted_behind_the_session() -> N
             assert {s["restartPolicy"] for s in specs} == {"Never"}
         else:
             assert manifest["spec"]["backoffLimit"] == 0
+
+
+# -- Flyte on a cluster: the pod template ---------------------------------------------
+
+PYTHON = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def flyte_cluster_example(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Import the page's pod-template example as a module (flytekit reads its source)."""
+    pytest.importorskip("flytekit")
+    [source] = [b for b in PYTHON.findall(DOC.read_text(encoding="utf-8")) if "PodTemplate(" in b]
+    (folder / "flyte_cluster_example.py").write_text(source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.delitem(sys.modules, "flyte_cluster_example", raising=False)
+    return vars(importlib.import_module("flyte_cluster_example"))
+
+
+def test_the_flyte_pod_template_is_a_valid_pod_with_what_podcode_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubernetes.client import ApiClient
+
+    names = flyte_cluster_example(tmp_path, monkeypatch)
+    template = names["PODCODE"]
+    spec = ApiClient().sanitize_for_serialization(template.pod_spec)
+    manifest = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "podcode"},
+                "template": {"metadata": {"annotations": template.annotations}, "spec": spec}}
+    kubernetes_validate.validate(manifest, VERSION, strict=True)
+    assert "podcode.io/owner" in template.annotations
+    [primary] = spec["containers"]
+    assert primary["name"] == template.primary_container_name
+    env = {e["name"]: e for e in primary["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["PODCODE_SMTP_URL"]["valueFrom"]["secretKeyRef"]["name"] == "podcode-smtp"
+    mounts = {m["mountPath"] for m in primary["volumeMounts"]}
+    assert {"/workspace", "/tmp", "/var/podcode"} <= mounts
+
+
+def test_the_flyte_timeout_leaves_room_for_a_whole_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = flyte_cluster_example(tmp_path, monkeypatch)
+    timeout = names["normalize"].metadata.timeout
+    env = {e.name: e.value for e in names["PODCODE"].pod_spec.containers[0].env}
+    session = int(env["PODCODE_MAX_IDLE_SECONDS"]) + int(env["PODCODE_GRACE_SECONDS"])
+    assert timeout.total_seconds() > session
+    assert names["normalize"].pod_template is names["PODCODE"]
