@@ -52,3 +52,21 @@ def test_the_configuration_pages_example_error_is_the_real_one() -> None:
     with pytest.raises(SettingError) as raised:
         vscode(max_idle_seconds=-5)
     assert str(raised.value) == shown
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as dashes."""
+    import re
+
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_docs_links_to_sections_find_them() -> None:
+    import re
+
+    pages = [*DOCS.glob("*.md"), DOCS.parent / "README.md"]
+    for page in pages:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md|)#([\w-]+)\)", page.read_text()):
+            linked = (page.parent / target) if target else page
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.MULTILINE)
+            assert anchor in {_anchor(h) for h in headings}, f"{page.name}: {target}#{anchor}"
