@@ -37,11 +37,13 @@ test-fast: $(STAMP)
 bench: setup
 	$(PY) benchmarks/run.py
 
-# The debugger pictures in docs/: taken by the browser test (into artifacts/), then copied.
+# The pictures in docs/: taken by the browser tests (into artifacts/), then copied.
+SCREENSHOTS := debugger-postmortem.png status-bar.png warning-email.png
 screenshots: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests/test_debugger_browser.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_debugger_browser.py \
+		tests/test_codeserver_browser.py tests/test_mail_browser.py
 	mkdir -p docs/images
-	cp artifacts/debugger-postmortem.png docs/images/debugger-postmortem.png
+	cp $(addprefix artifacts/,$(SCREENSHOTS)) docs/images/
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check interactive server_bootstrap vscode_config tests benchmarks examples

@@ -122,6 +122,7 @@ async def test_workbench_with_companion_in_chromium(
             await item.wait_for()
             assert "cleanup in 2" in (await item.inner_text())  # 25m, minus the load time
             assert "/api/status" in control_api.paths()
+            await _status_bar_picture(page, item)
 
             await explorer.get_by_text("train.py", exact=True).click()
             editor = page.locator(".editor-instance .monaco-editor .view-lines").first
@@ -206,3 +207,16 @@ async def test_the_resume_configuration_resumes_without_a_debug_session(
         finally:
             await context.close()
     await server.stop()
+
+
+async def _status_bar_picture(page: Any, item: Any) -> None:
+    """The status bar around the companion's item, for the docs (artifacts/status-bar.png)."""
+    bar = await page.locator(".part.statusbar").bounding_box()
+    box = await item.bounding_box()
+    assert bar is not None and box is not None
+    left = max(bar["x"], box["x"] - 420)
+    right = min(bar["x"] + bar["width"], box["x"] + box["width"] + 220)
+    ARTIFACTS.mkdir(exist_ok=True)
+    await page.screenshot(path=str(ARTIFACTS / "status-bar.png"),
+                          clip={"x": left, "y": bar["y"], "width": right - left,
+                                "height": bar["height"]})
