@@ -18,9 +18,9 @@ The test reads the page's ``dockerfile`` block and carries out its ``ARG``, ``EN
 
 Then ``readOnlyRootFilesystem``: a session opens (a failing task, with the IDE and the
 page's extensions) with ``$PODCODE_HOME``, ``/tmp`` and the workspace writable, and
-nothing under the image's folders, the virtual environment or ``$HOME`` changes.
-Tests run as root here, which permission bits do not stop, so that is checked by
-comparing the folders before and after.
+nothing under the image's folders, the virtual environment or ``$HOME`` changes. They
+are made read-only, but permission bits do not stop root (tests often run as root), so
+that is checked by comparing the folders before and after.
 """
 
 from __future__ import annotations
