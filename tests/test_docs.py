@@ -70,3 +70,29 @@ def test_docs_links_to_sections_find_them() -> None:
             linked = (page.parent / target) if target else page
             headings = re.findall(r"^#+ (.+)$", linked.read_text(), re.MULTILINE)
             assert anchor in {_anchor(h) for h in headings}, f"{page.name}: {target}#{anchor}"
+
+
+def test_the_walkthroughs_podcode_commands_parse() -> None:
+    """Every ``podcode`` command deploy.md tells you to type is one the CLI accepts."""
+    import argparse
+    import re
+    import shlex
+
+    from interactive.cli.parser import build_parser
+    from server_bootstrap.install import add_arguments
+
+    text = (DOCS / "deploy.md").read_text()
+    commands = re.findall(r"^(?:\$ |RUN )podcode (.+)$", text, re.MULTILINE)
+    commands += re.findall(r"`podcode ([^`|]+)", text)
+    verbs = set()
+    for command in commands:
+        words = [w for w in shlex.split(command.split("|")[0]) if w != "..."]
+        args, rest = build_parser().parse_known_args(words)
+        if args.verb == "install":  # handed to server_bootstrap.install, as the CLI does
+            install = argparse.ArgumentParser(prog="podcode install", exit_on_error=False)
+            add_arguments(install)
+            install.parse_args(rest)
+        else:
+            assert rest == [], command
+        verbs.add(args.verb)
+    assert {"list", "attach", "resume", "edits", "install", "doctor"} <= verbs
