@@ -17,22 +17,15 @@ import pytest
 from aiohttp import web
 
 from server_bootstrap.launch import CodeServer
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.codeserver_fixture import code_server_processes
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 TOKEN = "browser-test-token"
 PASSWORD = "browser-test-password"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 
-pytestmark = [
-    pytest.mark.codeserver,
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
-]
+pytestmark = [pytest.mark.codeserver, *MARKS]
 
 
 @dataclass

@@ -17,19 +17,14 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.session_fixture import Job
-from tests.test_codeserver_browser import CHROMIUM, CHROMIUM_ARGS
 
 playwright_api = pytest.importorskip("playwright.async_api")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 VIEWPORT = {"width": 1100, "height": 640}
 """Small enough that a screenshot fits in the docs as it is."""
 
-pytestmark = [
-    pytest.mark.codeserver,
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
-]
+pytestmark = [pytest.mark.codeserver, *MARKS]
 
 HELPERS = "def scale(value):\n    return value * 2\n"
 FIXED = "def scale(value):\n    return value\n"

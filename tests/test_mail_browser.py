@@ -10,17 +10,13 @@ from pathlib import Path
 import pytest
 
 from interactive.notify import EmailNotifier, parse_smtp_url
+from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.smtp_fixture import SmtpServer
-from tests.test_codeserver_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.test_notify import OWNER, warning_mail
 
 playwright_api = pytest.importorskip("playwright.async_api")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
-]
+pytestmark = MARKS
 
 
 def as_page(message: EmailMessage) -> str:
