@@ -87,21 +87,25 @@ def figure(
 
 def ratio(
     name: str,
-    numerators: Sequence[float],
-    denominators: Sequence[float],
+    ours: Sequence[float],
+    baseline: Sequence[float],
     *,
+    speedup: bool,
     unit: str,
     goal: str,
     baseline_unit: str = "s",
     digits: int = 3,
     **extra: Any,
 ) -> dict[str, Any]:
-    """One ratio per pair of runs (``numerators[i] / denominators[i]``), their median and
-    range; ``baseline`` is the median of the denominators, in ``baseline_unit``."""
-    if len(numerators) != len(denominators) or not numerators:
-        raise ValueError("a ratio needs as many numerators as denominators, at least one")
-    ratios = [top / bottom for top, bottom in zip(numerators, denominators, strict=True)]
-    entry = figure(name, ratios, unit=unit, goal=goal, baseline=denominators, digits=digits)
+    """One ratio per pair of runs, their median and range: ``baseline[i] / ours[i]`` for a
+    ``speedup`` (how many times faster podcode is; higher is better), else
+    ``ours[i] / baseline[i]`` (how many times longer; lower is better). ``baseline`` is
+    the median of the baseline's samples, in ``baseline_unit``."""
+    if len(ours) != len(baseline) or not ours:
+        raise ValueError("a ratio needs as many runs of podcode as of its baseline, at least one")
+    pairs = zip(ours, baseline, strict=True)
+    ratios = [b / o if speedup else o / b for o, b in pairs]
+    entry = figure(name, ratios, unit=unit, goal=goal, baseline=baseline, digits=digits)
     entry["baseline_unit"] = baseline_unit
     entry.update(extra)
     return entry
