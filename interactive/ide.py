@@ -41,7 +41,8 @@ async def start_ide(
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
     ``installing`` is called before code-server is installed (when it is not found),
-    ``launching`` once it is about to be spawned (or will not be).
+    ``launching`` once its process is spawned (or will not be): until then the caller
+    should leave the CPU to it (the spawn is the start of its boot).
 
     The control URL and token are not handed to code-server: its environment is
     readable in ``/proc`` for the life of every process it starts (terminals included).
@@ -74,8 +75,7 @@ async def start_ide(
                 companion=True,
                 marker=own_session_id(),  # the watchdog ends every process carrying it
             )
-            launching()
-            await server.start()
+            await server.start(spawned=launching)
         except BootstrapError as exc:
             message = (
                 f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"

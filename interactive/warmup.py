@@ -1,9 +1,20 @@
-"""Import what a session needs in the background, once, so a failure opens it fast.
+"""Prepare what a session needs in the background, once, so a failure opens it fast.
 
 A session needs aiohttp, the code-server launcher and friends: about 0.3 s of
 imports that would otherwise sit between the exception and code-server's
-start. The first enabled call imports them on a daemon thread while the task
-runs; nothing is started, bound or written.
+start, and then compete with code-server's boot for the CPU. The first enabled
+call, on a daemon thread while the task runs:
+
+- imports them;
+- parses and compiles the ``.vscode`` templates (in memory);
+- turns off debugpy's environment report when nothing would record it.
+  ``debugpy.listen()`` describes the environment for its log, reading the
+  metadata of every installed distribution from disk (0.1 s and more in an ML
+  image), even when its log is off, which it is unless ``DEBUGPY_LOG_DIR`` or
+  ``DEBUGPY_LOG_STDERR`` asks for it. It does that while code-server boots.
+
+Nothing is started, bound or written; debugpy's debugger (pydevd) is not imported
+(it replaces ``sys.breakpointhook`` when imported).
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from typing import Any
 
 from interactive.loop import mark_service_thread
 
@@ -35,6 +47,34 @@ def _import_all() -> None:
             importlib.import_module(name)
         except Exception:  # the session will report it properly if it ever opens
             log.debug("warm-up import of %s failed", name, exc_info=True)
+    for step in (_compile_templates, quiet_debugpy_report):
+        try:
+            step()
+        except Exception:
+            log.debug("warm-up step %s failed", step.__name__, exc_info=True)
+
+
+def _compile_templates() -> None:
+    from vscode_config import vscode
+
+    vscode.prepare()
+
+
+def quiet_debugpy_report() -> None:
+    """Skip debugpy's environment report unless one of its logs takes ``info`` lines."""
+    from debugpy.common import log as debugpy_log
+
+    report: Any = debugpy_log.describe_environment
+    if getattr(report, "podcode_quiet", False):
+        return
+
+    def describe_environment(header: str) -> None:
+        files: dict[str, Any] = getattr(debugpy_log, "_files", {})
+        if any("info" in getattr(file, "levels", ("info",)) for file in files.values()):
+            report(header)
+
+    describe_environment.podcode_quiet = True  # type: ignore[attr-defined]
+    debugpy_log.describe_environment = describe_environment
 
 
 def warm_up() -> None:

@@ -6,9 +6,11 @@ import json
 import re
 from typing import Any
 
-from vscode_config.templates import render
+from vscode_config.templates import compile_templates, render
 
 OURS = "podcode:"
+TEMPLATES = ("launch.json.j2", "settings.json.j2", "rerun.py.j2")
+"""What a session renders into ``.vscode`` when it opens."""
 
 _TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
 
@@ -21,6 +23,11 @@ def parse_jsonc(text: str) -> Any:
         return token if token.startswith('"') else ""
 
     return json.loads(_TOKENS.sub(keep_strings, text))
+
+
+def prepare() -> None:
+    """Parse and compile the session's templates ahead of the session (in memory only)."""
+    compile_templates(TEMPLATES)
 
 
 def launch_configurations(**values: Any) -> dict[str, Any]:
