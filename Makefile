@@ -34,8 +34,9 @@ test: setup
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not codeserver and not browser"
 
+# Every figure, then docs/performance.md and its chart from benchmarks/results.json.
 bench: setup
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py; status=$$?; $(PY) benchmarks/report.py && exit $$status
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check interactive server_bootstrap vscode_config tests benchmarks examples

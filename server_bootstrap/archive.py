@@ -20,15 +20,15 @@ folder that the caller discards on failure, as the installer's is.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import logging
 import os
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, cast
 
 from server_bootstrap.errors import UnsafeArchive
+from server_bootstrap.inflate import Inflating, Readable
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,6 @@ STREAM_BUFFER_BYTES = 1 << 20
 """Copy size while streaming (tarfile's default is 16 KiB)."""
 MAX_LINK_HOPS = 40
 """Symbolic links followed to resolve one name (the kernel's own limit); more is a loop."""
-
-
-class Readable(Protocol):
-    """What :func:`safe_extract_stream` reads: a file, a download."""
-
-    def read(self, size: int = ...) -> bytes: ...
 
 
 class LinkTree:
@@ -137,30 +131,33 @@ def safe_extract_stream(stream: Readable, target: Path, name: str) -> Path:
     An unsafe member raises :class:`UnsafeArchive` with the members before it written:
     ``target`` must be a folder that is discarded on failure."""
     target.mkdir(parents=True, exist_ok=True)
-    head = _Prefixed(stream)
+    first = stream.read(STREAM_BUFFER_BYTES)
     with contextlib.ExitStack() as stack:
-        if head.starts_with(GZIP_MAGIC):
-            # gzip's own reader decompresses in C and seeks forward by reading, all that
-            # tarfile needs; tarfile's "r|gz" mode re-copies its buffer at every header.
-            unpacked = stack.enter_context(gzip.GzipFile(fileobj=cast(IO[bytes], head)))
-            archive = stack.enter_context(tarfile.open(fileobj=unpacked, mode="r:"))
+        if first.startswith(GZIP_MAGIC):
+            # inflated on a thread of its own while files are written here; read forward
+            # only, which is all tarfile's "r:" mode needs (its "r|gz" stream mode
+            # re-copies its buffer at every header)
+            inflating = Inflating(stream, first)
+            stack.callback(inflating.close)
+            archive = stack.enter_context(tarfile.open(fileobj=cast(IO[bytes], inflating),
+                                                       mode="r:"))
         else:  # plain, bz2 or xz: tarfile's stream mode
-            archive = stack.enter_context(tarfile.open(fileobj=cast(IO[bytes], head),
-                                                       mode="r|*"))
+            inflating = None
+            archive = stack.enter_context(tarfile.open(
+                fileobj=cast(IO[bytes], _Prefixed(first, stream)), mode="r|*"))
         archive.copybufsize = STREAM_BUFFER_BYTES  # type: ignore[attr-defined]  # 3.8+
         _extract(archive, _checked_in_order(archive, name), target)
+        if inflating is not None:
+            inflating.drain()  # the stream read to its end: a download's checksum covers all
     return single_top(target)
 
 
 class _Prefixed:
-    """``stream`` with its first bytes read ahead, to tell how it is compressed."""
+    """``stream`` with its ``first`` bytes already read."""
 
-    def __init__(self, stream: Readable) -> None:
+    def __init__(self, first: bytes, stream: Readable) -> None:
+        self._head = first
         self._stream = stream
-        self._head = stream.read(STREAM_BUFFER_BYTES)
-
-    def starts_with(self, magic: bytes) -> bool:
-        return self._head.startswith(magic)
 
     def read(self, size: int = -1) -> bytes:
         if not self._head:

@@ -13,6 +13,7 @@ import functools
 import logging
 import sys
 import tarfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def build_tarball(staging: Path, *, url: str, sha256: str) -> Path:
                   sha_setting="PODCODE_CODE_SERVER_SHA256") as stream:
         try:
             top = safe_extract_stream(stream, staging / "tree", shown)
-        except (tarfile.TarError, UnsafeArchive, EOFError, OSError) as exc:
+        except (tarfile.TarError, UnsafeArchive, EOFError, OSError, zlib.error) as exc:
             stream.verify()  # a wrong or truncated download: its checksum says so first
             if isinstance(exc, UnsafeArchive):
                 raise
