@@ -136,12 +136,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def copyfile(self, source: Any, outputfile: BinaryIO) -> None:
         while chunk := source.read(1 << 20):
+            with self.server.lock:  # counted before the client can have it all
+                self.server.sent += len(chunk)
             try:
                 outputfile.write(chunk)
             except (BrokenPipeError, ConnectionResetError):
-                return  # the client had enough (a probe of the size): what it got counts
-            with self.server.lock:
-                self.server.sent += len(chunk)
+                with self.server.lock:  # the client had enough (a probe of the size)
+                    self.server.sent -= len(chunk)
+                return
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
@@ -498,12 +500,18 @@ class Samples:
     sent: dict[str, list[float]]
 
 
+KINDS = ("flytekit", "podcode", "podcode-cold")
+
+
 def one_round(downloads: Downloads, chromium: Any, folder: Path, cache: Path,
-              samples: Samples, keep: bool) -> list[tuple[Pod, Any]]:
-    """A flytekit pod, a podcode pod with the shared cache, one with an empty cache; the
-    first two left running (with their pages) when ``keep``."""
+              samples: Samples, index: int, keep: bool) -> list[tuple[Pod, Any]]:
+    """A flytekit pod, a podcode pod with the shared cache, one with an empty cache (in
+    reverse order every other round); the flytekit and warm podcode pods left running
+    with their pages when ``keep``. Pod folders are removed at the end of the benchmark:
+    deleting a gigabyte of files loads the disk for a while, which would weigh on the
+    next pod."""
     kept: list[tuple[Pod, Any]] = []
-    for kind in ("flytekit", "podcode", "podcode-cold"):
+    for kind in KINDS if index % 2 == 0 else KINDS[::-1]:
         root = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=folder))
         own_cache = root / "cache" if kind == "podcode-cold" else cache
         downloads.server.take_sent()
@@ -525,7 +533,6 @@ def one_round(downloads: Downloads, chromium: Any, folder: Path, cache: Path,
         if page is not None:
             page.close()
         stop(pod)
-        shutil.rmtree(root, ignore_errors=True)
     return kept
 
 
@@ -603,7 +610,7 @@ def run(rounds: int = ROUNDS, idle_seconds: float = IDLE_SECONDS) -> list[dict[s
             try:
                 for index in range(rounds):
                     kept = one_round(downloads, chromium, folder, config.cache, samples,
-                                     keep=index == rounds - 1)
+                                     index, keep=index == rounds - 1)
                 pods = {pod.kind: pod for pod, _ in kept}
                 try:
                     usage = idle(list(pods.values()), idle_seconds)

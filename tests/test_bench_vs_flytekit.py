@@ -26,6 +26,7 @@ def test_the_local_server_serves_the_folder_and_counts_bytes(tmp_path: Path) -> 
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(server.url("nothing-here"), timeout=10)
         assert missing.value.code == 404
+        missing.value.close()
 
 
 def test_both_tasks_are_valid_python_with_their_decorator() -> None:
