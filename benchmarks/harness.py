@@ -112,10 +112,15 @@ def ratio(
 
 
 def goal_met(entry: dict[str, Any]) -> bool | None:
-    """Whether ``value`` meets a goal written ``<= x`` / ``>= x`` (None when it cannot say)."""
-    match = _GOAL.match(str(entry.get("goal", "")))
+    """Whether ``value`` meets a goal written ``<= x`` / ``>= x``, or ``<= baseline`` /
+    ``>= baseline`` (the entry's own baseline); None when it cannot say."""
+    goal = str(entry.get("goal", ""))
     value = entry.get("value")
-    if match is None or not isinstance(value, (int, float)):
+    relative = re.match(r"^\s*(<=|>=)\s*baseline\b", goal)
+    if relative and isinstance(entry.get("baseline"), (int, float)):
+        goal = f"{relative.group(1)} {entry['baseline']}"
+    match = _GOAL.match(goal)
+    if match is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     limit = float(match.group(2))
     return {
