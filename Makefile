@@ -34,8 +34,9 @@ test: setup
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider -m "not codeserver and not browser"
 
+# Every figure, then docs/performance.md and its chart from benchmarks/results.json.
 bench: setup
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py; status=$$?; $(PY) benchmarks/report.py && exit $$status
 
 # The pictures in docs/: taken by the browser tests (into artifacts/), then copied.
 SCREENSHOTS := debugger-postmortem.png status-bar.png warning-email.png

@@ -1,6 +1,7 @@
 """``podcode list`` over a thousand sessions, against the in-process API server.
 
-``run()`` returns one entry ``{"name", "value", "unit", "baseline", "goal"}``:
+``run()`` returns one entry ``{"name", "value", "unit", "baseline", "goal"}`` with the
+median, ``min`` and ``max`` of several interleaved runs (:mod:`benchmarks.harness`):
 
 - ``list_1000_pods_s``: wall time of ``podcode list -A`` (kubeconfig loading,
   the paginated label-selector list, the table) over 1000 session pods among
@@ -14,13 +15,12 @@ Run: ``python benchmarks/bench_cli_list.py``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kubernetes import client, config  # noqa: E402
 
+from benchmarks.harness import figure, interleaved, seconds  # noqa: E402
 from interactive import cli  # noqa: E402
 from tests.fake_kube import FakeKube  # noqa: E402
 
 SESSIONS = 1000
 OTHERS = 200
-REPEATS = 5
-
-
-def median_seconds(call: Callable[[], object], repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 def _populate(fake: FakeKube) -> None:
     for i in range(SESSIONS):
         fake.session_pod(f"train-{i:04d}", f"team-{i % 4}", extra_annotations={
@@ -64,13 +53,14 @@ def _bare_list(api: client.CoreV1Api) -> Callable[[], object]:
     return call
 
 
-def _bare_seconds(kubeconfig: Path) -> float:
+@contextlib.contextmanager
+def _bare_client(kubeconfig: Path) -> Iterator[client.CoreV1Api]:
     configuration = client.Configuration()
     config.load_kube_config(  # type: ignore[no-untyped-call]
         config_file=str(kubeconfig), client_configuration=configuration
     )
     with client.ApiClient(configuration) as api_client:
-        return median_seconds(_bare_list(client.CoreV1Api(api_client)))
+        yield client.CoreV1Api(api_client)
 
 
 def _podcode_list(kubeconfig: Path) -> Callable[[], object]:
@@ -89,18 +79,16 @@ def run() -> list[dict[str, Any]]:
         fake = FakeKube(Path(folder)).start()
         try:
             _populate(fake)
-            baseline = _bare_seconds(fake.kubeconfig)
-            value = median_seconds(_podcode_list(fake.kubeconfig))
+            with _bare_client(fake.kubeconfig) as api:
+                bare = _bare_list(api)
+                ours, baseline = interleaved(lambda: seconds(_podcode_list(fake.kubeconfig)),
+                                             lambda: seconds(bare))
         finally:
             fake.stop()
-    return [{
-        "name": "list_1000_pods_s",
-        "value": round(value, 4),
-        "unit": "s",
-        "baseline": round(baseline, 4),
-        "goal": "podcode list -A over 1000 sessions no slower than one bare kubernetes-client "
-                "list of the same pods",
-    }]
+    return [figure(
+        "list_1000_pods_s", ours, unit="s", baseline=baseline,
+        goal="<= baseline (one bare kubernetes-client list of the same pods)",
+    )]
 
 
 if __name__ == "__main__":

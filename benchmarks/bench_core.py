@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import figure, filesystem, interleaved, ratio  # noqa: E402
+
 
 def overhead_us_per_call(calls: int = 200_000) -> dict[str, Any]:
     os.environ["PODCODE_ENABLE"] = "1"
@@ -28,51 +31,122 @@ def overhead_us_per_call(calls: int = 200_000) -> dict[str, Any]:
 
     wrapped = vscode(ide="none")(bare)
     wrapped(1)  # first call installs the SIGTERM handler
-    bare_s = min(timeit.repeat(lambda: bare(1), number=calls, repeat=5)) / calls
-    wrapped_s = min(timeit.repeat(lambda: wrapped(1), number=calls, repeat=5)) / calls
-    return {
-        "name": "overhead_us_per_call",
-        "value": round((wrapped_s - bare_s) * 1e6, 3),
-        "unit": "us",
-        "baseline": round(bare_s * 1e6, 3),
-        "goal": "<= 10",
-    }
-
-
-def capture_throughput_ratio(total_mib: int = 512, arrays: int = 8) -> dict[str, Any]:
-    from interactive.capture import load_inputs, save_inputs
-
-    rng = np.random.default_rng(0)
-    data = [rng.random((total_mib * 1024 * 1024) // 8 // arrays) for _ in range(arrays)]
-    folder = Path(
-        tempfile.mkdtemp(prefix="podcode-bench-", dir=os.environ.get("PODCODE_BENCH_DIR"))
+    ours, base = interleaved(
+        lambda: min(timeit.repeat(lambda: wrapped(1), number=calls, repeat=3)) / calls,
+        lambda: min(timeit.repeat(lambda: bare(1), number=calls, repeat=3)) / calls,
     )
+    return figure(
+        "overhead_us_per_call", [(o - b) * 1e6 for o, b in zip(ours, base, strict=True)],
+        unit="us", baseline=[b * 1e6 for b in base], goal="<= 10", digits=3,
+        baseline_is="the undecorated function's own call (us)",
+    )
+
+
+CAPTURE_MIB = 512
+PAGE = 4096
+BENCH_DIR = os.environ.get("PODCODE_BENCH_DIR")
+"""Where the capture benchmarks write (default: the system's temporary folder)."""
+
+
+def _touch_arrays(values: list[Any]) -> int:
+    """Read one byte of every page of each loaded array: a lazily mapped load pays for its
+    page faults here, inside the timing, as an eager one paid in its read."""
+    return sum(int(v.reshape(-1).view(np.uint8)[::PAGE].sum()) for v in values)
+
+
+def _capture_run(write: Any, read: Any, touch: Any) -> float:
+    """Seconds to write, read back and touch, in a fresh folder removed afterwards (a
+    capture is written once, into a new session's folder: no file is overwritten)."""
+    folder = Path(tempfile.mkdtemp(prefix="podcode-bench-", dir=BENCH_DIR))
     try:
-
-        def baseline() -> None:
-            for index, array in enumerate(data):
-                np.save(folder / f"a{index}.npy", array)
-            for index in range(arrays):
-                np.load(folder / f"a{index}.npy")
-
-        def ours() -> None:
-            save_inputs("bench.task", baseline, (data,), {}, folder / "home")
-            load_inputs("bench.task", folder / "home")
-
-        baseline_times, ours_times = [], []
-        for _ in range(5):  # interleaved, so both see the same disk and page-cache weather
-            baseline_times.append(timeit.timeit(baseline, number=1))
-            ours_times.append(timeit.timeit(ours, number=1))
-        baseline_s, ours_s = min(baseline_times), min(ours_times)
+        started = time.perf_counter()
+        write(folder)
+        touch(read(folder))
+        return time.perf_counter() - started
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return {
-        "name": "capture_throughput_ratio",
-        "value": round(baseline_s / ours_s, 3),
-        "unit": "x",
-        "baseline": round(baseline_s, 3),
-        "goal": ">= 0.8",
-    }
+
+
+def _ours(value: Any) -> tuple[Any, Any]:
+    from interactive.capture import load_inputs, save_inputs
+
+    def write(folder: Path) -> None:
+        report = save_inputs("bench.task", _ours, (value,), {}, folder / "home")
+        assert not report.failed, report.failed
+
+    def read(folder: Path) -> Any:
+        return load_inputs("bench.task", folder / "home")[0][0]
+
+    return write, read
+
+
+def capture_throughput_ratio(arrays: int = 8) -> dict[str, Any]:
+    """podcode's capture (save + load) of NumPy arrays against np.save + np.load."""
+    rng = np.random.default_rng(0)
+    data = [rng.random((CAPTURE_MIB * 1024 * 1024) // 8 // arrays) for _ in range(arrays)]
+
+    def np_write(folder: Path) -> None:
+        for index, array in enumerate(data):
+            np.save(folder / f"a{index}.npy", array)
+
+    def np_read(folder: Path) -> list[Any]:
+        return [np.load(folder / f"a{index}.npy") for index in range(arrays)]
+
+    write, read = _ours(data)
+    ours, base = interleaved(lambda: _capture_run(write, read, _touch_arrays),
+                             lambda: _capture_run(np_write, np_read, _touch_arrays))
+    return ratio(
+        "capture_throughput_ratio", ours, base, speedup=True, unit="x np.save+np.load",
+        goal=">= 0.8",
+        baseline_is=f"np.save + np.load of the same {arrays} float64 arrays, one file each",
+        mib=CAPTURE_MIB, filesystem=filesystem(Path(BENCH_DIR or tempfile.gettempdir())),
+    )
+
+
+def _tensors(total_mib: int) -> dict[str, Any]:
+    """A model's worth of tensors: float32 and bfloat16 weights, a tied (shared) weight,
+    a view into another tensor's storage."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    side = int((total_mib * 1024 * 1024 // 4 // 8) ** 0.5)
+    weights = {f"layer{i}.weight": torch.randn(side, side, generator=generator)
+               for i in range(6)}
+    weights["half.weight"] = torch.randn(side, 2 * side, generator=generator).to(torch.bfloat16)
+    weights["embed.weight"] = weights["layer0.weight"]  # tied
+    weights["head.bias"] = weights["layer1.weight"][0]  # a view
+    return weights
+
+
+def _touch_tensors(values: dict[str, Any]) -> int:
+    import torch
+
+    return sum(int(t.contiguous().view(-1).view(torch.uint8)[::PAGE].sum())
+               for t in values.values())
+
+
+def capture_throughput_ratio_torch(total_mib: int = CAPTURE_MIB) -> dict[str, Any]:
+    """podcode's capture of PyTorch CPU tensors against torch.save + torch.load."""
+    import torch
+
+    weights = _tensors(total_mib)
+
+    def torch_write(folder: Path) -> None:
+        torch.save(weights, folder / "weights.pt")
+
+    def torch_read(folder: Path) -> Any:
+        return torch.load(folder / "weights.pt")
+
+    write, read = _ours(weights)
+    ours, base = interleaved(lambda: _capture_run(write, read, _touch_tensors),
+                             lambda: _capture_run(torch_write, torch_read, _touch_tensors))
+    return ratio(
+        "capture_throughput_ratio_torch", ours, base, speedup=True, unit="x torch.save+torch.load",
+        goal=">= 0.8",
+        baseline_is="torch.save + torch.load (defaults) of the same state_dict-like dict",
+        mib=total_mib, torch=torch.__version__,
+        filesystem=filesystem(Path(BENCH_DIR or tempfile.gettempdir())),
+    )
 
 
 JOB = textwrap.dedent("""
@@ -137,16 +211,8 @@ def resume_latency_s(rounds: int = 5) -> dict[str, Any]:
             proc.kill()
             proc.wait()
             shutil.rmtree(root, ignore_errors=True)
-    return {
-        "name": "resume_latency_s",
-        "value": round(statistics.median(samples), 4),
-        "min": round(min(samples), 4),
-        "max": round(max(samples), 4),
-        "runs": len(samples),
-        "unit": "s",
-        "baseline": None,
-        "goal": "<= 0.3 (absolute)",
-    }
+    return figure("resume_latency_s", samples, unit="s", goal="<= 0.3 (absolute)",
+                  baseline=None, digits=4)
 
 
 def _wait_waiting(path: Path, timeout: float = 60) -> dict[str, Any]:
@@ -163,7 +229,14 @@ def _wait_waiting(path: Path, timeout: float = 60) -> dict[str, Any]:
 
 
 def run() -> list[dict[str, Any]]:
-    return [overhead_us_per_call(), capture_throughput_ratio(), resume_latency_s()]
+    entries = [overhead_us_per_call(), capture_throughput_ratio()]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        entries.append(capture_throughput_ratio_torch())
+    return [*entries, resume_latency_s()]
 
 
 if __name__ == "__main__":

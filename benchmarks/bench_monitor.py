@@ -1,22 +1,25 @@
 """Benchmarks of the idle monitor: what watching costs, and how fast cleanup follows the deadline.
 
-``run()`` returns entries ``{"name", "value", "unit", "baseline", "goal"}``:
+``run()`` returns entries ``{"name", "value", "unit", "baseline", "goal"}`` with the
+median, ``min`` and ``max`` of several runs (:mod:`benchmarks.harness`):
 
 - ``monitor_cpu_fraction``: CPU seconds this process spends per wall second
   while the monitor watches an idle session with its real samplers (workspace
   files, CPU of this user's processes, NVML) at the default ``poll_seconds=10``,
-  over 60 s (``PODCODE_BENCH_MONITOR_SECONDS``). The workspace has 2,000
-  source files plus a 5,000-file ``.git`` folder. Baseline, measured in the
-  same run: the same polls if each one re-read the workspace as a full
-  :class:`~interactive.workspace.Snapshot` (stamps and text) instead of
-  the samplers' stat-only scan. Goal: at most 0.005 (0.5 % of one core).
+  over 60 s (``PODCODE_BENCH_MONITOR_SECONDS``) cut into 3 windows, one sample each.
+  The workspace has 2,000 source files plus a 5,000-file ``.git`` folder.
+  Baseline, measured in the same run: the same polls if each one re-read the
+  workspace as a full :class:`~interactive.workspace.Snapshot` (stamps and text)
+  instead of the samplers' stat-only scan. Goal: at most 0.005 (0.5 % of one core).
 - ``reap_latency_s``: seconds from the cleanup deadline (``reap_at``) to the
   pod's DELETE request, with ``poll_seconds=0.5``, real samplers, the real
   cleanup (edits saved to a local store, final email to a local SMTP server
   when aiosmtpd is installed) and the real Kubernetes client against the
-  in-process fake API server of the tests (a recording fake pod without it);
-  worst of 3 runs. Baseline: ``poll_seconds``, the worst case of a loop that
-  only looks at each poll. Goal: at most 1.0 s.
+  in-process fake API server of the tests (a recording fake pod without it).
+  Baseline, measured in the same run and interleaved: a bare loop that looks at
+  the clock every ``poll_seconds`` and then sends the same DELETE through the same
+  client, with no cleanup; a real deadline falls anywhere between two polls, so the
+  runs put it at evenly spread points of the poll interval. Goal: at most 1.0 s.
 
 Run: ``python benchmarks/bench_monitor.py``.
 """
@@ -37,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.harness import RUNS, figure  # noqa: E402
 from interactive.activity import (  # noqa: E402
     OWN_THREAD_PREFIXES,
     CpuSampler,
@@ -52,7 +56,7 @@ from interactive.store import open_store  # noqa: E402
 from interactive.workspace import Snapshot  # noqa: E402
 
 WATCH_SECONDS = float(os.environ.get("PODCODE_BENCH_MONITOR_SECONDS", "60"))
-REAP_RUNS = 3
+WATCH_WINDOWS = 3
 
 
 def make_workspace(root: Path, files: int = 2000, git_files: int = 5000) -> Path:
@@ -84,8 +88,9 @@ def samplers(workspace: Path, settings: Any, scope: str = "user") -> list[Any]:
 # -- monitor_cpu_fraction --------------------------------------------------------------
 
 
-async def watch(workspace: Path, seconds: float) -> float:
-    """CPU seconds per wall second of this process while the monitor watches."""
+async def watch(workspace: Path, seconds: float, windows: int = WATCH_WINDOWS) -> list[float]:
+    """CPU seconds per wall second of this process while the monitor watches, one sample
+    per window of ``seconds / windows``."""
     settings = build_settings({"max_idle_seconds": 10 * seconds, "poll_seconds": 10}, {})
     state = SessionState("bench.idle")
     state.set(state="waiting")
@@ -96,21 +101,27 @@ async def watch(workspace: Path, seconds: float) -> float:
 
     task = asyncio.create_task(run_monitor(state, settings, deps, on_reap=never))
     await asyncio.sleep(0.5)  # the first (baseline) samples
-    cpu, wall = time.process_time(), time.perf_counter()
-    await asyncio.sleep(seconds)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    fractions = []
+    for _ in range(windows):
+        cpu, wall = time.process_time(), time.perf_counter()
+        await asyncio.sleep(seconds / windows)
+        fractions.append((time.process_time() - cpu) / (time.perf_counter() - wall))
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    return cpu / wall
+    return fractions
 
 
-def snapshot_fraction(workspace: Path, poll_seconds: float = 10.0, repeats: int = 3) -> float:
+def snapshot_fraction(
+    workspace: Path, poll_seconds: float = 10.0, repeats: int = WATCH_WINDOWS
+) -> list[float]:
     """CPU per wall second if every poll took a full Snapshot of the workspace."""
-    started = time.process_time()
+    fractions = []
     for _ in range(repeats):
+        started = time.process_time()
         Snapshot.take(workspace)
-    return (time.process_time() - started) / repeats / poll_seconds
+        fractions.append((time.process_time() - started) / poll_seconds)
+    return fractions
 
 
 # -- reap_latency_s --------------------------------------------------------------------
@@ -203,28 +214,45 @@ async def reap_once(workspace: Path, store_dir: Path, pod: Any, notifier: Notifi
     return deletes[-1] - deadlines[0]
 
 
-async def reap_latency(root: Path) -> float:
+async def bare_reap_once(pod: Any, deletes: list[float], phase: float,
+                         poll_seconds: float = 0.5) -> float:
+    """A loop that only looks at the clock every poll, then deletes the pod: seconds from
+    its deadline (``phase`` of a poll interval after its second poll) to the DELETE."""
+    deadline = time.time() + (2 + phase) * poll_seconds
+    while time.time() < deadline:
+        await asyncio.sleep(poll_seconds)
+    count = len(deletes)
+    await asyncio.to_thread(pod.delete)
+    assert len(deletes) == count + 1, "the pod was not deleted"
+    return deletes[-1] - deadline
+
+
+async def reap_latency(root: Path, runs: int = RUNS) -> tuple[list[float], list[float]]:
+    """(podcode's latencies, the bare loop's), interleaved."""
     workspace = make_workspace(root / "reap-ws", files=200, git_files=0)
-    runs = []
+    ours: list[float] = []
+    bare: list[float] = []
     with pod_client(root) as (pod, deletes, add_pod), smtp_notifier() as notifier:
-        for run in range(REAP_RUNS):
+        for run in range(runs):
             add_pod()
-            runs.append(await reap_once(workspace, root / f"store{run}", pod, notifier, deletes))
-    return max(runs)
+            ours.append(await reap_once(workspace, root / f"store{run}", pod, notifier, deletes))
+            add_pod()
+            bare.append(await bare_reap_once(pod, deletes, (run + 0.5) / runs))
+    return ours, bare
 
 
 def run() -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="podcode-bench-") as folder:
         root = Path(folder)
         workspace = make_workspace(root / "ws")
-        fraction = asyncio.run(watch(workspace, WATCH_SECONDS))
+        fractions = asyncio.run(watch(workspace, WATCH_SECONDS))
         naive = snapshot_fraction(workspace)
-        latency = asyncio.run(reap_latency(root))
+        latency, bare = asyncio.run(reap_latency(root))
     return [
-        {"name": "monitor_cpu_fraction", "value": round(fraction, 6), "unit": "cpu s / wall s",
-         "baseline": round(naive, 6), "goal": 0.005},
-        {"name": "reap_latency_s", "value": round(latency, 3), "unit": "s",
-         "baseline": 0.5, "goal": 1.0},
+        figure("monitor_cpu_fraction", fractions, unit="cpu s / wall s", baseline=naive,
+               goal="<= 0.005", digits=6),
+        figure("reap_latency_s", latency, unit="s", baseline=bare, goal="<= 1.0", digits=3,
+               baseline_is="a bare loop that looks every 0.5 s, then the same DELETE"),
     ]
 
 

@@ -1,8 +1,12 @@
 """Capture a task's inputs so that a fresh process can load equal objects.
 
 Each argument is pickled on its own (protocol 5) so one unpicklable argument
-does not lose the others. Large contiguous buffers (NumPy arrays, bytes-like
-objects) go out of band into one raw file, written and read at disk speed.
+does not lose the others. Large contiguous buffers (NumPy arrays, PyTorch
+storages, bytes-like objects) go out of band into one raw file, written at disk
+speed; loading maps that file copy-on-write, so the loaded arrays and tensors
+share the page cache's pages until they are written to (no copy, no second
+allocation). Tensors keep their shared storage, dtype and device
+(:mod:`interactive.tensors`).
 A session saves at most ``max_capture_bytes``; an argument beyond that is not
 saved, like an unpicklable one, and a warning says so.
 
@@ -25,6 +29,7 @@ process dies.
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import logging
 import mmap
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from interactive import record
+from interactive import record, tensors
 from interactive.errors import InputsError
 from interactive.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.settings import podcode_home
@@ -97,10 +102,13 @@ class _BufferSink:
 
     def __init__(self) -> None:
         self.buffers: list[pickle.PickleBuffer] = []
+        self._torch_dumps = tensors.storage_pickler()
 
     def dumps(self, value: Any) -> bytes:
         start = len(self.buffers)
         try:
+            if self._torch_dumps is not None:
+                return self._torch_dumps(_wrap_bytes(value), self.buffers.append)
             return pickle.dumps(_wrap_bytes(value), protocol=5, buffer_callback=self.buffers.append)
         except BaseException:
             del self.buffers[start:]
@@ -353,19 +361,29 @@ def _uninitialized(size: int) -> memoryview:
     return numpy.empty(size, dtype=numpy.uint8).data.cast("B")
 
 
-def _read_pool(path: Path) -> memoryview:
-    """The whole buffer file in writable memory, read once (no zero-filling pass first)."""
+def _map_pool(path: Path) -> memoryview:
+    """The buffer file mapped copy-on-write: writable, private to this process, sharing
+    the page cache's pages until written. Read into memory where it cannot be mapped."""
     with open(path, "rb", buffering=0) as handle:
         size = os.fstat(handle.fileno()).st_size
         if size == 0:
             return memoryview(bytearray())
-        view = _uninitialized(size)
-        done = 0
-        while done < size:
-            count = handle.readinto(view[done:])
-            if not count:
-                raise InputsError(f"{path} is shorter than its manifest says")
-            done += count
+        try:
+            return memoryview(mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY))
+        except (OSError, ValueError) as exc:
+            log.debug("cannot map %s (%s); reading it", path, exc)
+            return _read_pool(handle, size, path)
+
+
+def _read_pool(handle: io.FileIO, size: int, path: Path) -> memoryview:
+    """The whole buffer file in writable memory, read once (no zero-filling pass first)."""
+    view = _uninitialized(size)
+    done = 0
+    while done < size:
+        count = handle.readinto(view[done:])
+        if not count:
+            raise InputsError(f"{path} is shorter than its manifest says")
+        done += count
     return view
 
 
@@ -387,7 +405,9 @@ def load_inputs(
             f"inputs {', '.join(map(repr, missing))} of {manifest['task']} could not be saved "
             "when the task failed (see the session log); call the task with your own values"
         )
-    view = _read_pool(folder / "buffers.bin")
+    view = _map_pool(folder / "buffers.bin")
+    if any(offset + length > view.nbytes for offset, length in manifest["buffers"]):
+        raise InputsError(f"{folder / 'buffers.bin'} is shorter than its manifest says")
     buffers = [view[offset : offset + length] for offset, length in manifest["buffers"]]
     args: list[Any] = []
     kwargs: dict[str, Any] = {}

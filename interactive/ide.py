@@ -44,7 +44,8 @@ async def start_ide(
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
     ``installing`` is called before code-server is installed (when it is not found),
-    ``launching`` once it is about to be spawned (or will not be).
+    ``launching`` once its process is spawned (or will not be): until then the caller
+    should leave the CPU to it (the spawn is the start of its boot).
 
     The control URL and token are not handed to code-server: its environment is
     readable in ``/proc`` for the life of every process it starts (terminals included).
@@ -66,7 +67,6 @@ async def start_ide(
             if binary is None:
                 installing()
                 binary = await loop.run_in_executor(None, ensure_code_server, config)
-            launching()
             for attempt in range(PORT_ATTEMPTS):
                 server = CodeServer(
                     binary,
@@ -80,7 +80,7 @@ async def start_ide(
                     marker=own_session_id(),  # the watchdog ends every process carrying it
                 )
                 try:
-                    await server.start()
+                    await server.start(spawned=launching)
                     break
                 except CodeServerStartError as exc:
                     # It binds the port itself, so another process may take it first: then

@@ -12,14 +12,16 @@ import dataclasses
 import functools
 import logging
 import sys
+import tarfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from server_bootstrap.archive import safe_extract
+from server_bootstrap.archive import safe_extract_stream
 from server_bootstrap.cache import atomic_install, binary_in, install_name
 from server_bootstrap.config import METHODS, CodeServerConfig
-from server_bootstrap.download import download, redact_url
-from server_bootstrap.errors import BootstrapError, InstallError
+from server_bootstrap.download import redact_url, streamed
+from server_bootstrap.errors import BootstrapError, InstallError, UnsafeArchive
 from server_bootstrap.npm import build_npm
 
 log = logging.getLogger(__name__)
@@ -60,14 +62,27 @@ def install(
 
 
 def build_tarball(staging: Path, *, url: str, sha256: str) -> Path:
-    """Download, verify and extract a release tarball in ``staging``; the folder to keep."""
-    tarball = download(url, staging / "code-server.tar.gz", sha256=sha256,
-                       setting="PODCODE_CODE_SERVER_URL", sha_setting="PODCODE_CODE_SERVER_SHA256")
-    top = safe_extract(tarball, staging / "tree")
-    tarball.unlink()
+    """Download, verify and extract a release tarball in ``staging``; the folder to keep.
+
+    The tarball is extracted as it arrives (one pass, never stored whole), each member
+    checked before it is written, into the private staging folder; the install is kept
+    only once the sha256 of the whole download matches (the staging folder is removed
+    otherwise). A download that is not the expected file says so first, whatever else
+    is wrong with it."""
+    shown = redact_url(url)
+    with streamed(url, sha256=sha256, setting="PODCODE_CODE_SERVER_URL",
+                  sha_setting="PODCODE_CODE_SERVER_SHA256") as stream:
+        try:
+            top = safe_extract_stream(stream, staging / "tree", shown)
+        except (tarfile.TarError, UnsafeArchive, EOFError, OSError, zlib.error) as exc:
+            stream.verify()  # a wrong or truncated download: its checksum says so first
+            if isinstance(exc, UnsafeArchive):
+                raise
+            raise InstallError(f"{shown} is not a readable tarball: {exc}") from exc
+        stream.verify()
     if not binary_in(top).is_file():
         raise InstallError(
-            f"{redact_url(url)} has no bin/code-server: is PODCODE_CODE_SERVER_URL a "
+            f"{shown} has no bin/code-server: is PODCODE_CODE_SERVER_URL a "
             "code-server release tarball (code-server-VERSION-linux-ARCH.tar.gz)?"
         )
     return top

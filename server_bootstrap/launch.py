@@ -20,7 +20,7 @@ import re
 import secrets
 import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -264,11 +264,27 @@ class CodeServer:
     def auth(self) -> str:
         return "none" if self._password is None else "password"
 
-    async def start(self, timeout: float = 30.0) -> None:
-        """Prepare the data folder, install extensions, spawn, wait until /healthz answers."""
+    async def start(
+        self, timeout: float = 30.0, spawned: Callable[[], None] | None = None
+    ) -> None:
+        """Prepare the data folder, install extensions, spawn, wait until /healthz answers.
+
+        ``spawned`` is called once, when the process exists (or its start failed): a
+        caller with work of its own can leave the CPU to this start until then."""
         self._stopping = False
-        await asyncio.to_thread(self._prepare)
-        await self._launch(timeout)
+        told = False
+
+        def tell() -> None:
+            nonlocal told
+            if spawned is not None and not told:
+                told = True
+                spawned()
+
+        try:
+            await asyncio.to_thread(self._prepare)
+            await self._launch(timeout, tell)
+        finally:
+            tell()
 
     def _prepare(self) -> None:
         for folder in (self.data_dir, self.data_dir / "user-data", self.data_dir / "extensions"):
@@ -282,7 +298,7 @@ class CodeServer:
         if self.extensions:
             install_extensions(self.binary, self.data_dir / "extensions", self.extensions)
 
-    async def _launch(self, timeout: float) -> None:
+    async def _launch(self, timeout: float, spawned: Callable[[], None] | None = None) -> None:
         deadline = time.monotonic() + timeout
         self._tail.clear()
         args = command_line(self.binary, workspace=self.workspace, bind=self.bind,
@@ -300,6 +316,8 @@ class CodeServer:
             start_new_session=True,
         )
         self.pid = self._proc.pid
+        if spawned is not None:
+            spawned()
         self._reader = asyncio.create_task(self._read_output(self._proc, self._listening))
         try:
             if self._stopping:

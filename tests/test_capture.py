@@ -162,3 +162,41 @@ def test_a_rank_s_capture_is_found_from_the_pod_s_home(
     assert load_inputs("t", podcode_home) == ((2,), {})
     monkeypatch.setenv(SESSION_VARIABLE, "11-1")  # a terminal of rank 0's VS Code
     assert load_inputs("t", podcode_home) == ((1,), {})
+
+
+def test_loaded_arrays_map_the_capture_and_stay_private(podcode_home: Path) -> None:
+    array = np.arange(2 * 1024 * 1024, dtype=np.float64)
+    report = save_inputs("t", task, (array,), {}, podcode_home)
+    first = load_inputs("t", podcode_home)[0][0]
+    first[0] = -1.0  # copy-on-write: neither the file nor another load sees it
+    again = load_inputs("t", podcode_home)[0][0]
+    assert again[0] == 0.0 and np.array_equal(again, array)
+    import shutil
+
+    shutil.rmtree(report.folder)  # a session that ends removes its capture
+    assert first[-1] == array[-1]  # what was loaded stays readable
+
+
+def test_a_capture_that_cannot_be_mapped_is_read(
+    podcode_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mmap
+
+    array = np.arange(100_000, dtype=np.int32)
+    save_inputs("t", task, (array,), {}, podcode_home)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError("this filesystem cannot map files")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    loaded = load_inputs("t", podcode_home)[0][0]
+    assert loaded.flags.writeable and np.array_equal(loaded, array)
+
+
+def test_a_truncated_buffer_file_is_a_clear_error(podcode_home: Path) -> None:
+    report = save_inputs("t", task, (np.ones(4 * 1024 * 1024, dtype=np.uint8),), {},
+                         podcode_home)
+    with open(report.folder / "buffers.bin", "r+b") as handle:
+        handle.truncate(1024)
+    with pytest.raises(InputsError, match="shorter than its manifest"):
+        load_inputs("t", podcode_home)

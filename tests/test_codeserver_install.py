@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from server_bootstrap import install as install_cli
-from server_bootstrap.archive import safe_extract, unsafe_reason
+from server_bootstrap.archive import safe_extract, safe_extract_stream, unsafe_reason
 from server_bootstrap.cache import MARKER, install_name, installed
 from server_bootstrap.config import CodeServerConfig, default_cache, machine_arch
 from server_bootstrap.digest import sha256_of
@@ -549,3 +549,58 @@ def test_links_that_stay_inside_extract_without_filters(python: str, tmp_path: P
     assert top == tmp_path / "out" / "top"
     assert (top / "alias").read_text() == "x" and (top / "hard").read_text() == "x"
     assert (top / "current").resolve() == (top / "lib").resolve()
+
+
+# -- one pass over the download ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", sorted(CHAINED))
+def test_chained_links_are_refused_in_one_pass(case: str, python: str, tmp_path: Path) -> None:
+    tarball = _tarball(tmp_path / f"{case}.tar.gz", CHAINED[case])
+    target = tmp_path / "deep" / "staging"
+    with tarball.open("rb") as stream, pytest.raises(UnsafeArchive, match="refusing"):
+        safe_extract_stream(stream, target, "t.tar.gz")
+    assert not (tmp_path / "deep" / "escaped.txt").exists()
+    assert not (tmp_path / "deep" / "y").exists()
+
+
+def test_one_pass_extraction_keeps_links_and_modes(python: str, tmp_path: Path) -> None:
+    tarball = tmp_path / "t.tar.gz"
+    tarball.write_bytes(release_tarball("top"))
+    with tarball.open("rb") as stream:
+        top = safe_extract_stream(stream, tmp_path / "out", "t.tar.gz")
+    assert top == tmp_path / "out" / "top"
+    assert os.access(top / "bin" / "code-server", os.X_OK)
+    assert os.readlink(top / "bin" / "code-server-link") == "code-server"
+
+
+def test_the_tarball_is_extracted_as_it_downloads_never_stored(
+    http_files: Files, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, sha = serve(http_files, "cs.tar.gz", release_tarball())
+    written: list[str] = []
+    real_open = Path.open
+
+    def watching_open(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if "w" in mode:
+            written.append(self.name)
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "open", watching_open)
+    assert install(tarball_config(tmp_path / "cache", url, sha)).is_file()
+    assert not any(name.endswith(".tar.gz") for name in written)
+    assert http_files.hits == {"/cs.tar.gz": 1}
+
+
+def test_a_download_that_is_not_a_tarball_fails_on_its_checksum_first(
+    http_files: Files, tmp_path: Path
+) -> None:
+    url, _ = serve(http_files, "cs.tar.gz", b"<html>a proxy's error page</html>")
+    cache = tmp_path / "cache"
+    with pytest.raises(ChecksumMismatch, match="PODCODE_CODE_SERVER_SHA256"):
+        install(tarball_config(cache, url, "0" * 64))
+    assert [p.name for p in cache.iterdir()] == [f".{install_name(VERSION)}.lock"]
+    url, sha = serve(http_files, "right-sum.tar.gz", b"not a tarball at all")
+    with pytest.raises(InstallError, match="not a readable tarball"):
+        install(tarball_config(cache, url, sha))
+    assert installed(cache, VERSION) is None

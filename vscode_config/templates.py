@@ -28,6 +28,13 @@ def required(name: str) -> frozenset[str]:
     return frozenset(meta.find_undeclared_variables(env.parse(source)))
 
 
+def compile_templates(names: tuple[str, ...]) -> None:
+    """Parse and compile ``names`` now, so that a later :func:`render` only renders."""
+    for name in names:
+        required(name)
+        environment().get_template(name)
+
+
 def render(name: str, *, autoescape: bool = False, **values: object) -> str:
     """Render ``name``; every value it uses must be given (filters such as tojson hide none)."""
     missing = required(name) - set(values)

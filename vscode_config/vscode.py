@@ -6,13 +6,15 @@ import json
 import re
 from typing import Any
 
-from vscode_config.templates import render
+from vscode_config.templates import compile_templates, render
 
 OURS = "podcode:"
 POD_DEBUG_TYPE = "podcode"
 """The companion extension's debugger: the pod's code-server has no other Python debugger."""
 DESKTOP_DEBUG_TYPE = "debugpy"
 """Microsoft's Python Debugger extension, in a desktop VS Code attaching to the pod."""
+TEMPLATES = ("launch.json.j2", "settings.json.j2", "rerun.py.j2")
+"""What a session renders into ``.vscode`` when it opens."""
 
 _TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
 
@@ -31,6 +33,11 @@ def debug_type(ide: str) -> str:
     """The ``type`` of the pod's launch configurations: the companion's debugger when the
     session serves code-server, else the desktop one (``ide="none"``)."""
     return DESKTOP_DEBUG_TYPE if ide == "none" else POD_DEBUG_TYPE
+
+
+def prepare() -> None:
+    """Parse and compile the session's templates ahead of the session (in memory only)."""
+    compile_templates(TEMPLATES)
 
 
 def launch_configurations(**values: Any) -> dict[str, Any]:
