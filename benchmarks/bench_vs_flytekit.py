@@ -466,7 +466,7 @@ def frame_of(pod: Pod) -> str:
         stopped = client.attach_and_stop()
     finally:
         client.close()
-    return f"yes: a debugger attaching stops on the {stopped.get('reason')} ({debug['port']})"
+    return f"yes: a debugger attaching to debugpy stops on the {stopped.get('reason')}"
 
 
 def idle_clock(pod: Pod) -> float:

@@ -49,6 +49,18 @@ ABOUT: dict[str, tuple[str, str]] = {
     "cache_roundtrip_overhead_ratio": (
         "`TaskCache.put` + `get` of a 128 MiB array in a local store",
         "writing and reading the same bytes as a plain file"),
+    "orphans_after_sigkill": (
+        "processes of a session (code-server, a terminal) still running 5 s after its task "
+        "was killed with SIGKILL",
+        "how many ran just before the kill: what would be left without the watchdog"),
+    "orphans_cleared_seconds": (
+        "seconds from the SIGKILL until none of them runs", "none: an absolute goal"),
+    "patch_step_s": (
+        "planning and applying an edit of a top-level function, on a heap of 3 million "
+        "objects", "none: an absolute goal (part of `resume_latency_s`)"),
+    "patch_step_nested_live_s": (
+        "the same for a nested function alive on its own (one pass over the heap)",
+        "none: an absolute goal"),
     "monitor_cpu_fraction": (
         "CPU of the idle monitor (2,000-file workspace, `poll_seconds=10`)",
         "the same polls re-reading the workspace in full"),
