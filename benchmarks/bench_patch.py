@@ -10,6 +10,7 @@ a few million objects, median and min-max of several runs.
 from __future__ import annotations
 
 import importlib
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,6 +77,7 @@ def run(rounds: int = 5) -> list[dict[str, Any]]:
     finally:
         sys.path.remove(str(folder))
         sys.modules.pop("bench_patched_module", None)
+        shutil.rmtree(folder, ignore_errors=True)
     return [
         _entry("patch_step_s", top, "<= 0.1 (part of resume_latency_s)"),
         _entry("patch_step_nested_live_s", nested, "<= 0.5 (one pass over the heap)"),
