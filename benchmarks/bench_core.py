@@ -68,7 +68,7 @@ def _capture_run(write: Any, read: Any, touch: Any) -> float:
 
 
 def _ours(value: Any) -> tuple[Any, Any]:
-    from interactive.capture import load_inputs, save_inputs
+    from interactive.inputs.capture import load_inputs, save_inputs
 
     def write(folder: Path) -> None:
         report = save_inputs("bench.task", _ours, (value,), {}, folder / "home")

@@ -4,13 +4,13 @@ over a bare start of the same code-server with the same flags and extensions.
 Each run, interleaved with the baseline's:
 
 - podcode: a decorated task runs 1.5 s (a task fails after it ran a while; podcode
-  uses that time to prepare a session in the background, ``interactive.warmup``),
+  uses that time to prepare a session in the background, ``interactive.task.warmup``),
   writes the time, and raises. The benchmark polls ``/healthz`` on the session's
   code-server port every 5 ms from that moment. Also timed: until the session's record
   says ``waiting`` with the IDE's address (debugger, control API and ``.vscode``
   configurations ready as well): ``time_to_session_ratio``.
 - baseline: the same code-server binary spawned by itself with podcode's own command
-  line (``server_bootstrap.launch.command_line``: the same flags, password auth with
+  line (``server_bootstrap.codeserver.command_line``: the same flags, password auth with
   the same config file, login strings) over a data folder prepared beforehand with
   the same user settings and the same companion extension installed; spawn to
   ``/healthz``, polled the same way.
@@ -35,9 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, ratio  # noqa: E402
-from server_bootstrap.config import CodeServerConfig  # noqa: E402
-from server_bootstrap.extensions import install_companion  # noqa: E402
-from server_bootstrap.launch import (  # noqa: E402
+from server_bootstrap.codeserver import (  # noqa: E402
     LOGIN_HINT,
     command_line,
     config_text,
@@ -45,6 +43,8 @@ from server_bootstrap.launch import (  # noqa: E402
     write_private,
     write_user_settings,
 )
+from server_bootstrap.config import CodeServerConfig  # noqa: E402
+from server_bootstrap.extensions import install_companion  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 
 POLL_SECONDS = 0.005

@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interactive.identity import SESSION_VARIABLE, session_id  # noqa: E402
+from interactive.base.identity import SESSION_VARIABLE, session_id  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 from tests.processes import marked_processes  # noqa: E402

@@ -9,7 +9,7 @@ median, ``min`` and ``max`` of several runs (:mod:`benchmarks.harness`):
   over 60 s (``PODCODE_BENCH_MONITOR_SECONDS``) cut into 3 windows, one sample each.
   The workspace has 2,000 source files plus a 5,000-file ``.git`` folder.
   Baseline, measured in the same run: the same polls if each one re-read the
-  workspace as a full :class:`~interactive.workspace.Snapshot` (stamps and text)
+  workspace as a full :class:`~interactive.storage.workspace.Snapshot` (stamps and text)
   instead of the samplers' stat-only scan. Goal: at most 0.005 (0.5 % of one core).
 - ``reap_latency_s``: seconds from the cleanup deadline (``reap_at``) to the
   pod's DELETE request, with ``poll_seconds=0.5``, real samplers, the real
@@ -41,19 +41,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, figure  # noqa: E402
-from interactive.activity import (  # noqa: E402
+from interactive.base.settings import build_settings  # noqa: E402
+from interactive.base.smtp import parse_smtp_url  # noqa: E402
+from interactive.base.state import SessionState  # noqa: E402
+from interactive.culler.activity import (  # noqa: E402
     OWN_THREAD_PREFIXES,
     CpuSampler,
     FileSampler,
     GpuSampler,
 )
-from interactive.monitor import MonitorDeps, run_monitor  # noqa: E402
-from interactive.notify import EmailNotifier, Notifier, parse_smtp_url  # noqa: E402
-from interactive.reaper import cleanup  # noqa: E402
-from interactive.settings import build_settings  # noqa: E402
-from interactive.state import SessionState  # noqa: E402
-from interactive.store import open_store  # noqa: E402
-from interactive.workspace import Snapshot  # noqa: E402
+from interactive.culler.cleanup import cleanup  # noqa: E402
+from interactive.culler.monitor import MonitorDeps, run_monitor  # noqa: E402
+from interactive.culler.notify import EmailNotifier, Notifier  # noqa: E402
+from interactive.storage.store import open_store  # noqa: E402
+from interactive.storage.workspace import Snapshot  # noqa: E402
 
 WATCH_SECONDS = float(os.environ.get("PODCODE_BENCH_MONITOR_SECONDS", "60"))
 WATCH_WINDOWS = 3
@@ -132,7 +133,7 @@ def pod_client(folder: Path) -> Iterator[tuple[Any, list[float], Callable[[], ob
     """The real PodClient against the tests' fake API server, or a recording fake."""
     deletes: list[float] = []
     try:
-        from interactive.kube import PodClient
+        from interactive.kube.pod import PodClient
         from tests.fake_kube import FakeKube
     except ImportError:
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from interactive.patching import plan
+from interactive.resume.patching import plan
 
 FUNCTIONS = 200
 HEAP_OBJECTS = 3_000_000

@@ -70,8 +70,8 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure, ratio  # noqa: E402
-from server_bootstrap.cache import MARKER  # noqa: E402
 from server_bootstrap.config import CodeServerConfig, default_cache  # noqa: E402
+from server_bootstrap.installs import MARKER  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 from server_bootstrap.vsix import pack  # noqa: E402
 

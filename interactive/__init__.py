@@ -5,13 +5,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from interactive.errors import PodcodeError, Preempted, Reaped, SettingError
+from interactive.base.errors import PodcodeError, Preempted, Reaped, SettingError
 
 if TYPE_CHECKING:
-    from interactive.capture import load_inputs
-    from interactive.decorator import vscode
+    from interactive.inputs.capture import load_inputs
+    from interactive.task.decorator import vscode
 
-_LAZY = {"load_inputs": "interactive.capture", "vscode": "interactive.decorator"}
+_LAZY = {"load_inputs": "interactive.inputs.capture", "vscode": "interactive.task.decorator"}
 """Imported on first use, so that ``python -m interactive.<tool>`` (the CLI, the session's
 watchdog) does not pay for the decorator's imports."""
 
@@ -29,14 +29,14 @@ __all__ = [
 
 def check_alive() -> bool:
     """False once the pod has been told to stop (SIGTERM): end the loop and checkpoint."""
-    from interactive.preempt import check_alive as alive
+    from interactive.task.preempt import check_alive as alive
 
     return alive()
 
 
 def checkpoint_dir(task: str | None = None) -> Any:
     """A folder for the current task's checkpoints, in the store that outlives the pod."""
-    from interactive.checkpoint import checkpoint_dir as folder
+    from interactive.storage.checkpoint import checkpoint_dir as folder
 
     return folder(task)
 

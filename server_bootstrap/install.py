@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from server_bootstrap.archive import safe_extract_stream
-from server_bootstrap.cache import atomic_install, binary_in, install_name
 from server_bootstrap.config import METHODS, CodeServerConfig
 from server_bootstrap.download import redact_url, streamed
 from server_bootstrap.errors import BootstrapError, InstallError, UnsafeArchive
+from server_bootstrap.installs import atomic_install, binary_in, install_name
 from server_bootstrap.npm import build_npm
 
 log = logging.getLogger(__name__)

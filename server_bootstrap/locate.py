@@ -8,9 +8,9 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from server_bootstrap.cache import installed
 from server_bootstrap.config import CodeServerConfig
 from server_bootstrap.errors import CodeServerNotFound, InstallError
+from server_bootstrap.installs import installed
 
 log = logging.getLogger(__name__)
 

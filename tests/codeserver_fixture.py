@@ -15,9 +15,9 @@ from typing import Any
 import psutil
 import pytest
 
+from server_bootstrap.codeserver import CodeServer
 from server_bootstrap.config import CodeServerConfig
 from server_bootstrap.errors import BootstrapError
-from server_bootstrap.launch import CodeServer
 from server_bootstrap.locate import ensure_code_server
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psutil
 
-from interactive.identity import SESSION_VARIABLE
+from interactive.base.identity import SESSION_VARIABLE
 
 
 def marked_processes(session: str) -> list[psutil.Process]:

@@ -16,7 +16,8 @@ import aiohttp
 import psutil
 import pytest
 
-from interactive.activity import CpuSampler, FileSampler, own_writes
+from interactive.base.threads import start_thread
+from interactive.culler.activity import CpuSampler, FileSampler, own_writes
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 FOREVER = "while True: pass\n"
@@ -100,7 +101,7 @@ def test_large_trees_are_bounded(workspace: Path, caplog: pytest.LogCaptureFixtu
     for index in range(10):
         (workspace / f"f{index}.txt").write_text("x")
     sampler = FileSampler(workspace, max_files=5)
-    caplog.set_level(logging.WARNING, logger="interactive.activity")
+    caplog.set_level(logging.WARNING, logger="interactive.culler.activity")
     assert sampler.sample(0.0).value == 5.0
     assert sampler.sample(1.0).value == 5.0
     assert len([r for r in caplog.records if "only the first 5" in r.getMessage()]) == 1
@@ -114,7 +115,7 @@ def test_excluded_files_and_folders_are_not_activity(workspace: Path, excluded: 
     sampler = FileSampler(workspace, exclude=lambda: [log_file, state] if excluded else [])
     sampler.sample(0.0)
     with log_file.open("a") as handle:
-        handle.write("INFO interactive.monitor: activity: none\n")
+        handle.write("INFO interactive.culler.monitor: activity: none\n")
     (state / "heartbeat").write_text("")
     assert sampler.sample(1.0).active is not excluded
     bump(workspace / "train.py")  # the user's edit still counts
@@ -151,13 +152,13 @@ def test_own_writes_names_logging_files_home_and_code_servers_data(tmp_path: Pat
 OWN_LOG = """
 import logging, os, sys, time
 from pathlib import Path
-from interactive.activity import FileSampler
+from interactive.culler.activity import FileSampler
 
 workspace = Path(sys.argv[1])
 sampler = FileSampler(workspace)
 sampler.sample(0.0)
 for _ in range(3):
-    logging.getLogger("interactive.monitor").warning("idle monitor: still waiting")
+    logging.getLogger("interactive.culler.monitor").warning("idle monitor: still waiting")
     print("a print of the waiting task", flush=True)
     time.sleep(0.02)
 quiet = sampler.sample(1.0).active
@@ -279,11 +280,13 @@ def test_same_user_scope_sees_our_children(processes: list[subprocess.Popen[byte
     assert sampler.sample(1.0).active
 
 
-def _burn_in_thread(name: str, stop: threading.Event) -> threading.Thread:
+def _burn_in_thread(name: str, stop: threading.Event, ours: bool) -> threading.Thread:
     def burn() -> None:
         while not stop.is_set():
             pass
 
+    if ours:
+        return start_thread(burn, name)
     thread = threading.Thread(target=burn, name=name, daemon=True)
     thread.start()
     return thread
@@ -296,13 +299,20 @@ def _thread_cpu(native_id: int) -> float:
     return 0.0
 
 
-@pytest.mark.parametrize(("name", "counts"), [("user-work", True), ("podcode-monitor", False),
-                                              ("pydevd.Reader", False)])
-def test_threads_of_this_process(name: str, counts: bool) -> None:
+@pytest.mark.parametrize(
+    ("name", "ours", "counts"),
+    [
+        ("user-work", False, True),
+        ("podcode-monitor", False, True),  # the name alone does not make it podcode's
+        ("user-work", True, False),  # started by podcode: known whatever its name
+        ("pydevd.Reader", False, False),
+    ],
+)
+def test_threads_of_this_process(name: str, ours: bool, counts: bool) -> None:
     sampler = CpuSampler(5.0, scope="tree")
     stop = threading.Event()
     sampler.sample(0.0)
-    thread = _burn_in_thread(name, stop)
+    thread = _burn_in_thread(name, stop, ours)
     try:
         assert thread.native_id is not None
         native_id = thread.native_id

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interactive.cache import TaskCache, canonical_call, decode_entry, encode_entry
-from interactive.hashing import UnhashableInput
-from interactive.store import Store, open_store
+from interactive.storage.hashing import UnhashableInput
+from interactive.storage.outputs import TaskCache, canonical_call, decode_entry, encode_entry
+from interactive.storage.store import Store, open_store
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ def test_corrupt_entries_are_logged_misses(
     data = store.get_bytes(cache.path(key))
     assert data is not None
     store.put_bytes(cache.path(key), damage(data))  # type: ignore[operator]
-    with caplog.at_level(logging.WARNING, logger="interactive.cache"):
+    with caplog.at_level(logging.WARNING, logger="interactive.storage.outputs"):
         assert cache.get(key) == (False, None)
     assert "cache miss" in caplog.text and cache.path(key) in caplog.text
     cache.put(key, "fresh")
@@ -122,7 +122,7 @@ def test_entry_that_cannot_be_unpickled_is_a_miss(
     with pytest.raises(ModuleNotFoundError):
         pickle.loads(payload)
     store.put_bytes(cache.path(key), b"".join(encode_entry([payload])))
-    with caplog.at_level(logging.WARNING, logger="interactive.cache"):
+    with caplog.at_level(logging.WARNING, logger="interactive.storage.outputs"):
         assert cache.get(key) == (False, None)
     assert "ModuleNotFoundError" in caplog.text
 
@@ -131,7 +131,7 @@ def test_output_that_cannot_be_pickled_is_logged_and_not_stored(
     cache: TaskCache, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     key = cache.key("m.t", "1", (), {})
-    with caplog.at_level(logging.WARNING, logger="interactive.cache"):
+    with caplog.at_level(logging.WARNING, logger="interactive.storage.outputs"):
         cache.put(key, threading.Lock())
     assert "cannot be pickled" in caplog.text
     assert store.get_bytes(cache.path(key)) is None
@@ -145,7 +145,7 @@ def test_unwritable_store_is_logged_not_raised(
     blocker.write_text("x")
     cache = TaskCache(open_store({"PODCODE_STORE": str(blocker / "store")}))
     key = cache.key("m.t", "1", (), {})
-    with caplog.at_level(logging.WARNING, logger="interactive.cache"):
+    with caplog.at_level(logging.WARNING, logger="interactive.storage.outputs"):
         cache.put(key, 1)
         assert cache.get(key) == (False, None)
     assert "not cached" in caplog.text and "PODCODE_STORE" in caplog.text

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from interactive import record
-from interactive.capture import argument_names, load_inputs, save_inputs, save_session_inputs
-from interactive.errors import InputsError
-from interactive.identity import SESSION_VARIABLE, own_session_id, process_started
+from interactive.base import record
+from interactive.base.errors import InputsError
+from interactive.base.identity import SESSION_VARIABLE, own_session_id, process_started
+from interactive.inputs.capture import argument_names, load_inputs, save_inputs, save_session_inputs
 
 
 def task(data, scale: float = 1.0, *rest, flag=False, **extra):  # noqa: ANN001, ANN002, ANN003

@@ -10,8 +10,9 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from interactive import checkpoint
-from interactive.checkpoint import (
+from interactive.base.context import current_task
+from interactive.storage import checkpoint
+from interactive.storage.checkpoint import (
     NoTaskError,
     atomic_path,
     atomic_write,
@@ -19,8 +20,7 @@ from interactive.checkpoint import (
     folder_name,
     sync_checkpoints,
 )
-from interactive.context import current_task
-from interactive.store import PARTIAL_SUFFIX, open_store
+from interactive.storage.store import PARTIAL_SUFFIX, open_store
 
 
 @pytest.fixture(autouse=True)

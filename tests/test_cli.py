@@ -1,6 +1,6 @@
 """The podcode CLI: list, the local session's verbs, and every verb's error paths.
 
-The session side is real: ``interactive.control``'s API served on loopback,
+The session side is real: ``interactive.session.control``'s API served on loopback,
 the session.json the core writes; the cluster is the in-process API server.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from interactive.base.errors import ResumeConflict
+from interactive.base.state import SessionState
 from interactive.cli import Console, Exit, install_cmd, run
-from interactive.control import ControlServer
-from interactive.errors import ResumeConflict
-from interactive.state import SessionState
+from interactive.session.control import ControlServer
 from tests.fake_kube import FakeKube
 
 NOW = 1_800_000_000.0

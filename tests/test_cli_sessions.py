@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from interactive.base.sessionfile import Found, find_local, unique
 from interactive.cli import Console, Exit, run
 from interactive.cli.choose import SessionGone, choose, usable
 from interactive.cli.errors import CliError
-from interactive.sessionfile import Found, find_local, unique
 from tests.fake_kube import FakeKube
 from tests.test_cli import NOW, LiveSession, errors, output
 

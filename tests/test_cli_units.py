@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from interactive.cli.launch import attach_configuration, merge_launch, strip_jsonc
-from interactive.cli.output import duration, table, until
-from interactive.sessionfile import (
+from interactive.base.sessionfile import (
     SessionFileError,
     connectable,
     parse_records,
     parse_session,
     too_open,
 )
+from interactive.cli.launch_json import attach_configuration, merge_launch, strip_jsonc
+from interactive.cli.output import duration, table, until
 
 
 def test_wildcard_control_urls_become_loopback() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from interactive.cluster import Cluster, ClusterError, load_configuration, session_from_pod
-from interactive.sessionfile import parse_session
+from interactive.base.sessionfile import parse_session
+from interactive.kube.cluster import Cluster, ClusterError, load_configuration, session_from_pod
 from tests.fake_kube import FakeKube
 
 

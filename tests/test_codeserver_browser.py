@@ -16,7 +16,7 @@ import psutil
 import pytest
 from aiohttp import web
 
-from server_bootstrap.launch import CodeServer
+from server_bootstrap.codeserver import CodeServer
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.codeserver_fixture import code_server_processes
 

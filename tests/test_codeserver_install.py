@@ -18,7 +18,7 @@ import pytest
 
 from server_bootstrap import install as install_cli
 from server_bootstrap.archive import safe_extract, safe_extract_stream, unsafe_reason
-from server_bootstrap.cache import MARKER, install_name, installed
+from server_bootstrap.codeserver import CodeServer
 from server_bootstrap.config import CodeServerConfig, default_cache, machine_arch
 from server_bootstrap.digest import sha256_of
 from server_bootstrap.download import redact_url
@@ -30,7 +30,7 @@ from server_bootstrap.errors import (
     UnsafeArchive,
 )
 from server_bootstrap.install import install
-from server_bootstrap.launch import CodeServer
+from server_bootstrap.installs import MARKER, install_name, installed
 from server_bootstrap.locate import ensure_code_server, find_code_server
 from server_bootstrap.npm import node_major, write_wrapper
 from server_bootstrap.progress import Progress, describe

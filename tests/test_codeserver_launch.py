@@ -18,8 +18,7 @@ import aiohttp
 import psutil
 import pytest
 
-from server_bootstrap.errors import CodeServerStartError
-from server_bootstrap.launch import (
+from server_bootstrap.codeserver import (
     MARKER_VARIABLE,
     USER_SETTINGS,
     CodeServer,
@@ -31,6 +30,7 @@ from server_bootstrap.launch import (
     write_private,
     write_user_settings,
 )
+from server_bootstrap.errors import CodeServerStartError
 from tests.codeserver_fixture import code_server_processes
 
 Factory = Callable[..., CodeServer]

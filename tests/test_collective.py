@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interactive import collective
+from interactive.distributed import collective
 
 
 class FakeDist:
@@ -123,7 +123,7 @@ def test_nccl_without_raised_errors_is_warned_about(
 ) -> None:
     monkeypatch.setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")
     install(FakeDist("nccl"))
-    with caplog.at_level(logging.WARNING, logger="interactive.collective"):
+    with caplog.at_level(logging.WARNING, logger="interactive.distributed.collective"):
         assert collective.abort_group() is True
     assert "TORCH_NCCL_ASYNC_ERROR_HANDLING=3: a rank whose NCCL collective fails" in caplog.text
 

@@ -9,10 +9,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from interactive.control import ControlServer, OneLineFilter
-from interactive.errors import ResumeConflict
-from interactive.ports import listen_socket
-from interactive.state import SessionState
+from interactive.base.errors import ResumeConflict
+from interactive.base.ports import listen_socket
+from interactive.base.state import SessionState
+from interactive.session.control import ControlServer, OneLineFilter
 
 
 class Controls:
@@ -235,7 +235,8 @@ async def test_malformed_request_is_one_line_without_its_bytes(
     await writer.drain()
     assert (await closed_by_server(reader)).startswith(b"HTTP/1.0 400")
     writer.close()
-    records = [r for r in caplog.records if r.name.startswith(("aiohttp", "interactive.control"))]
+    ours = ("aiohttp", "interactive.session.control")
+    records = [r for r in caplog.records if r.name.startswith(ours)]
     assert len(records) == 1, [r.getMessage() for r in records]
     (record,) = records
     assert "malformed request from 127.0.0.1 answered 400" in record.getMessage()

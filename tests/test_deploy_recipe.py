@@ -41,9 +41,9 @@ from pathlib import Path
 
 import pytest
 
-from server_bootstrap.cache import MARKER
 from server_bootstrap.config import machine_arch
 from server_bootstrap.digest import sha256_of
+from server_bootstrap.installs import MARKER
 from tests import wheelhouse
 from tests.codeserver_fixture import Files
 

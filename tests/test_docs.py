@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from interactive.settings import NAMES, Settings, env_name
+from interactive.base.settings import NAMES, Settings, env_name
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -45,7 +45,7 @@ def test_docs_images_exist_and_stay_small() -> None:
 
 def test_the_configuration_pages_example_error_is_the_real_one() -> None:
     from interactive import vscode
-    from interactive.errors import SettingError
+    from interactive.base.errors import SettingError
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
     shown = next(line for line in page.splitlines() if line.startswith("podcode setting "))

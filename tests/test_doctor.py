@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from interactive import doctor
 from interactive.cli import Console, Exit, run
-from interactive.cluster import Cluster
+from interactive.cli import checks as doctor
+from interactive.kube.cluster import Cluster
 from tests.fake_kube import FakeKube
 from tests.smtp_fixture import SmtpServer, client_context
 

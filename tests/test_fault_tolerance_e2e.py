@@ -104,8 +104,8 @@ def partials(folder: Path) -> list[Path]:
 DIRECT_TRAIN = """
 import json, sys, time
 from pathlib import Path
-from interactive import preempt
-from interactive.checkpoint import atomic_write, checkpoint_dir, sync_checkpoints
+from interactive.task import preempt
+from interactive.storage.checkpoint import atomic_write, checkpoint_dir, sync_checkpoints
 
 TASK = "e2e.train"
 ready, stop_at = Path(sys.argv[1]), int(sys.argv[2])
@@ -164,7 +164,7 @@ import json, sys, time
 from pathlib import Path
 import interactive
 from interactive import vscode
-from interactive.checkpoint import atomic_write
+from interactive.storage.checkpoint import atomic_write
 
 ready, steps_wanted = Path(sys.argv[1]), int(sys.argv[2])
 state = {}
@@ -216,7 +216,7 @@ FAILING_TASK = """
 import json
 import interactive
 from interactive import vscode
-from interactive.checkpoint import atomic_write
+from interactive.storage.checkpoint import atomic_write
 
 def save():
     with atomic_write(interactive.checkpoint_dir() / "emergency.json", "w") as fh:
@@ -303,7 +303,7 @@ import json, sys
 from pathlib import Path
 import interactive
 from interactive import vscode
-from interactive.checkpoint import atomic_write
+from interactive.storage.checkpoint import atomic_write
 
 calls = Path(sys.argv[1])
 

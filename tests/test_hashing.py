@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interactive.hashing import (
+from interactive.storage.hashing import (
     PARALLEL_BYTES,
     UnhashableInput,
     hash_inputs,
@@ -57,7 +57,7 @@ class Versioned:
 SAMPLE_SCRIPT = """
 import dataclasses, datetime, decimal, pathlib, uuid
 import numpy as np
-from interactive.hashing import hash_inputs
+from interactive.storage.hashing import hash_inputs
 
 @dataclasses.dataclass
 class Config:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from interactive.idle import (
+from interactive.base.settings import build_settings
+from interactive.culler.idle import (
     Activity,
     IdleWarning,
     Kind,
@@ -14,7 +15,6 @@ from interactive.idle import (
     next_check,
     projected_reap_at,
 )
-from interactive.settings import build_settings
 
 LIMITS = Limits(max_idle_seconds=100.0, grace_seconds=30.0)
 

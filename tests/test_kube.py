@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from interactive.kube import PodClient, parse_rfc3339, rfc3339
+from interactive.kube.pod import PodClient, parse_rfc3339, rfc3339
 from tests.fake_kube import FakeKube
 
 PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
@@ -114,7 +114,7 @@ def test_refusals_are_logged_once_and_never_raise(
 ) -> None:
     fake_kube.fail(status, method="PATCH")
     fake_kube.fail(status, method="DELETE")
-    with caplog.at_level(logging.WARNING, logger="interactive.kube"):
+    with caplog.at_level(logging.WARNING, logger="interactive.kube.pod"):
         pod.set_state("warned")
         pod.set_state("reaping")
         pod.set_reap_at(1.0)

@@ -1,8 +1,16 @@
-"""The layers have a direction: vscode_config → server_bootstrap → interactive."""
+"""The layers have a direction, written here so that a test enforces it.
+
+Inside ``interactive/``, a subpackage may import only those listed for it (module-level
+imports and imports inside functions alike); see docs/architecture.md. Across the
+top-level packages: vscode_config → server_bootstrap → interactive.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,25 +20,125 @@ FORBIDDEN = {
     "vscode_config": {"server_bootstrap", "interactive"},
     "server_bootstrap": {"interactive"},
 }
+LAYERS: dict[str, set[str]] = {
+    "base": set(),
+    "storage": {"base"},
+    "kube": {"base"},
+    "culler": {"base", "storage", "kube"},
+    "distributed": {"base", "storage", "kube", "culler"},
+    "inputs": {"base", "storage"},
+    "resume": {"base", "storage", "inputs"},
+    "session": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume"},
+    "task": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume", "session"},
+    "cli": {"base", "storage", "kube"},
+}
+"""Subpackage of ``interactive`` → the subpackages it may import."""
+HEAVY = ("jinja2", "aiohttp", "kubernetes", "debugpy")
+"""What ``import interactive`` (and so every decorated module's import) must not load."""
 
 
-def imported_packages(path: Path) -> set[str]:
+def imports_of(path: Path) -> set[str]:
+    """Absolute module names imported anywhere in ``path``."""
     tree = ast.parse(path.read_text(), str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "interactive" else None
+
+
+def test_every_module_lives_in_a_layer() -> None:
+    flat = sorted(p.name for p in (ROOT / "interactive").glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules outside a subpackage: {flat}"
+    packages = {p.parent.name for p in (ROOT / "interactive").glob("*/__init__.py")}
+    assert packages == set(LAYERS)
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_a_layer_imports_only_those_below_it(layer: str) -> None:
+    allowed = LAYERS[layer] | {layer}
+    files = sorted((ROOT / "interactive" / layer).rglob("*.py"))
+    assert files
+    for path in files:
+        wrong = {
+            module for module in imports_of(path)
+            if layer_of(module) in LAYERS and layer_of(module) not in allowed
+        }
+        assert not wrong, f"{path.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+def test_the_layer_table_has_no_cycle() -> None:
+    def below(layer: str, seen: frozenset[str] = frozenset()) -> None:
+        assert layer not in seen, f"cycle through {layer}"
+        for lower in LAYERS[layer]:
+            below(lower, seen | {layer})
+
+    for layer in LAYERS:
+        below(layer)
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_every_subpackage_says_what_it_owns(layer: str) -> None:
+    doc = ast.get_docstring(ast.parse((ROOT / "interactive" / layer / "__init__.py").read_text()))
+    assert doc and len(doc) > 80, f"interactive/{layer} has no docstring saying what it owns"
+    assert "Runs on:" in doc and "May import:" in doc, f"interactive/{layer}"
+
+
+def test_the_top_package_imports_no_layer_eagerly() -> None:
+    """``interactive/__init__`` reaches the layers lazily; only the errors at import."""
+    eager = {
+        module for module in imports_of(ROOT / "interactive" / "__init__.py")
+        if layer_of(module) in LAYERS
+    }
+    tree = ast.parse((ROOT / "interactive" / "__init__.py").read_text())
+    top = {
+        node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert top & eager <= {"interactive.base.errors"}, top & eager
+
+
+def test_import_interactive_loads_no_heavy_dependency() -> None:
+    code = (
+        "import json, sys, interactive\n"
+        "print(json.dumps(sorted(m for m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    loaded = json.loads(out)
+    heavy = [m for m in loaded if m.split(".")[0] in HEAVY]
+    assert not heavy, f"import interactive loads {heavy}"
+    ours = [m for m in loaded if m.startswith("interactive.")]
+    assert ours == ["interactive.base", "interactive.base.errors"], ours
+
+
+def test_the_cli_never_imports_the_session_runtime() -> None:
+    code = (
+        "import json, sys, interactive.cli\n"
+        "print(json.dumps(sorted(m for m in sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    loaded = {layer_of(m) for m in json.loads(out)}
+    assert not loaded & {"session", "task", "culler", "distributed", "inputs", "resume"}
+    assert "debugpy" not in {m.split(".")[0] for m in json.loads(out)}
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_lower_layers_never_import_higher_ones(package: str) -> None:
+def test_lower_packages_never_import_higher_ones(package: str) -> None:
     files = sorted((ROOT / package).rglob("*.py"))
     assert files
     for path in files:
-        wrong = imported_packages(path) & FORBIDDEN[package]
+        wrong = {m.split(".")[0] for m in imports_of(path)} & FORBIDDEN[package]
         assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from interactive.base.identity import SESSION_VARIABLE, session_id
 from interactive.cli import Console, Exit, run
-from interactive.identity import SESSION_VARIABLE, session_id
 from tests.processes import marked_processes
 from tests.session_fixture import Job
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from interactive.notify import EmailNotifier, parse_smtp_url
+from interactive.base.smtp import parse_smtp_url
+from interactive.culler.notify import EmailNotifier
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.smtp_fixture import SmtpServer
 from tests.test_notify import OWNER, warning_mail

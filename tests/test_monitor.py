@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from interactive.activity import CpuSampler, FileSampler, GpuSampler
-from interactive.idle import Sample
-from interactive.monitor import MonitorDeps, default_deps, keepalive, run_monitor
-from interactive.notify import EmailNotifier, parse_smtp_url
-from interactive.settings import Settings, build_settings
-from interactive.state import SessionState
+from interactive.base.settings import Settings, build_settings
+from interactive.base.smtp import parse_smtp_url
+from interactive.base.state import SessionState
+from interactive.culler.activity import CpuSampler, FileSampler, GpuSampler
+from interactive.culler.idle import Sample
+from interactive.culler.monitor import MonitorDeps, default_deps, keepalive, run_monitor
+from interactive.culler.notify import EmailNotifier
 from tests.smtp_fixture import SmtpServer
 from vscode_config.mail import FinalMail, WarningMail
 
@@ -252,7 +253,7 @@ async def test_failures_are_logged_and_the_monitor_goes_on(
 ) -> None:
     broken = BrokenSampler()
     harness.pod.broken = True
-    caplog.set_level(logging.ERROR, logger="interactive.monitor")
+    caplog.set_level(logging.ERROR, logger="interactive.culler.monitor")
 
     await harness.run(SETTINGS, broken)
 

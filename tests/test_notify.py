@@ -9,14 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from interactive.errors import SettingError
-from interactive.notify import (
-    EmailNotifier,
-    build_notifier,
-    parse_smtp_url,
-    resolve_owner,
-)
-from interactive.state import SessionState
+from interactive.base.errors import SettingError
+from interactive.base.smtp import parse_smtp_url
+from interactive.base.state import SessionState
+from interactive.culler.notify import EmailNotifier, build_notifier, resolve_owner
 from tests.smtp_fixture import SmtpServer, client_context, free_port, start_server
 from vscode_config.mail import FinalMail, WarningMail, utc
 
@@ -152,7 +148,7 @@ async def test_server_down_is_retried_with_backoff_and_logged(
     sleep = NoSleep()
     notifier = EmailNotifier(config, "podcode@pod", OWNER, sleep=sleep, attempts=4,
                              first_delay_seconds=1.5)
-    caplog.set_level(logging.DEBUG, logger="interactive.notify")
+    caplog.set_level(logging.DEBUG, logger="interactive.culler.notify")
 
     assert await notifier.send_warning(warning_mail()) is False
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from interactive.patching import Unpatchable, plan
+from interactive.resume.patching import Unpatchable, plan
 
 BEFORE = """
 import functools

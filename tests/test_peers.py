@@ -13,9 +13,15 @@ from typing import Any
 
 import pytest
 
-from interactive import record
-from interactive.peers import PEER_HEADER, Peers, PeerSampler, PeerWatch, process_identity
-from interactive.ranks import RankInfo
+from interactive.base import record
+from interactive.distributed.peers import (
+    PEER_HEADER,
+    Peers,
+    PeerSampler,
+    PeerWatch,
+    process_identity,
+)
+from interactive.distributed.ranks import RankInfo
 
 TWO = RankInfo(rank=0, world_size=2, local_rank=0, local_world_size=2)
 PEER = RankInfo(rank=1, world_size=2, local_rank=1, local_world_size=2)

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from interactive.cluster import Cluster
-from interactive.portforward import Forwarder, handshake_status
+from interactive.kube.cluster import Cluster
+from interactive.kube.portforward import Forwarder, handshake_status
 from tests.fake_kube import FakeKube
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from interactive import postmortem
-from interactive.context import current_task
-from interactive.loop import LoopThread
-from interactive.notify import in_thread
+from interactive.base.context import current_task
+from interactive.base.loop import LoopThread
+from interactive.culler.notify import in_thread
+from interactive.session import postmortem
 from tests.dap import DapClient
 from tests.session_fixture import Job
 

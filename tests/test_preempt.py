@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interactive import preempt
+from interactive.task import preempt
 
 
 @pytest.fixture(autouse=True)
@@ -184,8 +184,8 @@ def test_a_hook_still_running_at_the_deadline_is_abandoned() -> None:
 
 
 def test_hooks_see_the_current_task() -> None:
-    from interactive.checkpoint import checkpoint_dir
-    from interactive.context import current_task
+    from interactive.base.context import current_task
+    from interactive.storage.checkpoint import checkpoint_dir
 
     folders: list[object] = []
     token = current_task.set("m.train")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from interactive.errors import RankError
-from interactive.ranks import RankInfo, detect
+from interactive.base.errors import RankError
+from interactive.distributed.ranks import RankInfo, detect
 
 
 def test_a_plain_process_is_rank_zero_of_one() -> None:

@@ -11,13 +11,15 @@ from typing import Any
 
 import pytest
 
-from interactive import reaper
-from interactive.notify import EmailNotifier, parse_smtp_url
-from interactive.reaper import cleanup, edits_folder, run_hook
-from interactive.settings import Settings
-from interactive.state import SessionState
-from interactive.store import Store, open_store
-from interactive.workspace import Snapshot
+from interactive.base.settings import Settings
+from interactive.base.smtp import parse_smtp_url
+from interactive.base.state import SessionState
+from interactive.culler.cleanup import cleanup, run_hook
+from interactive.culler.notify import EmailNotifier
+from interactive.storage import edits
+from interactive.storage.edits import edits_folder
+from interactive.storage.store import Store, open_store
+from interactive.storage.workspace import Snapshot
 from tests.smtp_fixture import SmtpServer
 from tests.test_monitor import FakeNotifier, FakePod
 
@@ -211,7 +213,7 @@ async def test_final_email_says_when_edits_were_not_saved() -> None:
 async def test_large_files_are_listed_not_copied(
     workspace: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(reaper, "MAX_EDIT_FILE_BYTES", 100)
+    monkeypatch.setattr(edits, "MAX_EDIT_FILE_BYTES", 100)
     snapshot = Snapshot.take(workspace)
     (workspace / "model.bin").write_bytes(b"\0" * 1000)
     report = await cleanup(
@@ -229,9 +231,10 @@ async def test_large_files_are_listed_not_copied(
     ("task", "expected"),
     [
         ("train.fit", "edits/train.fit/20231114T221320Z"),
-        ("mod.<locals>.f", "edits/mod._locals_.f/20231114T221320Z"),
-        ("../../etc", "edits/etc/20231114T221320Z"),
-        ("", "edits/task/20231114T221320Z"),
+        ("mod.<locals>.f", "edits/mod._locals_.f-0c58c33e/20231114T221320Z"),
+        ("mod.f.<locals>", "edits/mod.f._locals_-057b4f43/20231114T221320Z"),
+        ("../../etc", "edits/_.._etc-f470a0ab/20231114T221320Z"),
+        ("", "edits/_-1271cf25/20231114T221320Z"),
     ],
 )
 def test_edits_folder(task: str, expected: str) -> None:

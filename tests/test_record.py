@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from interactive import record
-from interactive.identity import own_session_id, process_identity, process_started, session_id
+from interactive.base import record
+from interactive.base.identity import own_session_id, process_identity, process_started, session_id
 
 ME = process_identity()
 
@@ -77,8 +77,8 @@ def test_a_live_claim_is_kept_and_a_stale_one_taken_over(tmp_path: Path) -> None
 CLAIM = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from interactive import record
-    from interactive.identity import process_identity
+    from interactive.base import record
+    from interactive.base.identity import process_identity
     sys.stdin.readline()  # start together
     won = record.write_claimed(Path(sys.argv[1]), {"state": "waiting", **process_identity()})
     print(won, flush=True)

@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from interactive import preempt
-from interactive.retry import call_with_retries
+from interactive.task import preempt
+from interactive.task.retry import call_with_retries
 
 
 class Flaky:

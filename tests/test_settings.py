@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from interactive.errors import SettingError
-from interactive.settings import (
+from interactive.base.errors import SettingError
+from interactive.base.settings import (
     NAMES,
     Settings,
     build_settings,
@@ -162,7 +162,7 @@ def test_an_existing_open_home_is_tightened(
     home = tmp_path / "home"
     home.mkdir(mode=0o755)
     os.chmod(home, 0o755)
-    with caplog.at_level(logging.INFO, logger="interactive.settings"):
+    with caplog.at_level(logging.INFO, logger="interactive.base.settings"):
         rank = ensure_home(home, home / "rank-1")
     assert rank == home / "rank-1"
     assert home.stat().st_mode & 0o777 == 0o700 and rank.stat().st_mode & 0o777 == 0o700
@@ -180,6 +180,6 @@ def test_a_home_that_cannot_be_tightened_is_used_with_a_warning(
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(Path, "chmod", refuse)
-    with caplog.at_level(logging.WARNING, logger="interactive.settings"):
+    with caplog.at_level(logging.WARNING, logger="interactive.base.settings"):
         assert ensure_home(home) == home
     assert "cannot be tightened" in caplog.text

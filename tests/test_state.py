@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from interactive.state import SessionState
+from interactive.base.state import SessionState
 
 
 def test_cleanup_at_counts_down_from_the_last_activity_and_keepalive() -> None:

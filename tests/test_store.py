@@ -12,7 +12,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from interactive.store import PARTIAL_SUFFIX, Store, StoreError, atomic_open, open_store
+from interactive.storage.store import PARTIAL_SUFFIX, Store, StoreError, atomic_open, open_store
 
 
 def memory_url() -> str:
@@ -144,7 +144,7 @@ def test_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
 FILL_SCRIPT = """
 import resource, signal, sys
 from pathlib import Path
-from interactive.store import open_store
+from interactive.storage.store import open_store
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 store = open_store({"PODCODE_STORE": sys.argv[1]})
 resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))

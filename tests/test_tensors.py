@@ -12,8 +12,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from interactive import tensors  # noqa: E402
-from interactive.capture import load_inputs, save_inputs  # noqa: E402
+from interactive.inputs import tensors  # noqa: E402
+from interactive.inputs.capture import load_inputs, save_inputs  # noqa: E402
 
 
 def task(value: Any) -> Any:
@@ -133,7 +133,7 @@ def test_torch_is_not_imported_for_inputs_without_tensors(podcode_home: Path) ->
     script = (
         "import sys, numpy as np;"
         "from pathlib import Path;"
-        "from interactive.capture import save_inputs, load_inputs;"
+        "from interactive.inputs.capture import save_inputs, load_inputs;"
         "home = Path(sys.argv[1]);"
         "save_inputs('t', print, (np.ones(3), {'a': 1}), {}, home);"
         "load_inputs('t', home);"
@@ -158,7 +158,7 @@ def test_a_gpu_tensor_without_a_gpu_loads_on_the_cpu_with_a_warning(
     monkeypatch.setattr(tensors, "_warned", set())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     value = torch.arange(6.0)
-    with caplog.at_level(logging.WARNING, logger="interactive.tensors"):
+    with caplog.at_level(logging.WARNING, logger="interactive.inputs.tensors"):
         loaded = round_trip([value, value[2:]], podcode_home)
     assert loaded[0].device.type == "cpu" and torch.equal(loaded[0], value)
     assert same_storage(loaded[0], loaded[1])

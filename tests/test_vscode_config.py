@@ -8,8 +8,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from interactive import configure
-from interactive.configure import RankEndpoint, TaskRef, write_configurations
+import interactive
+from interactive.base.types import TaskRef
+from interactive.session.vscode_files import RankEndpoint, write_configurations
 from vscode_config import vscode
 from vscode_config.templates import render
 
@@ -51,7 +52,7 @@ def test_launch_has_attach_rerun_and_resume(tmp_path: Path) -> None:
     resume = by_name["podcode: resume workflow"]
     assert resume["request"] == "launch" and resume["action"] == "resume"
     assert {c["type"] for c in launch["configurations"]} == {"podcode"}  # the companion's
-    hidden = [{"path": str(Path(configure.__file__).parent), "include": False}]
+    hidden = [{"path": str(Path(interactive.__file__).parent), "include": False}]
     assert attach["rules"] == hidden and rerun["rules"] == hidden  # podcode's frames left out
     settings = json.loads((tmp_path / ".vscode" / "settings.json").read_text())
     assert settings["python.defaultInterpreterPath"] == sys.executable

@@ -32,7 +32,7 @@ def test_instant_failure_races_no_import(job: Job) -> None:
 
 PROBE = """
 import json, sys
-from interactive import warmup
+from interactive.task import warmup
 from debugpy.common import log as debugpy_log
 reports = []
 debugpy_log.get_environment_description = lambda header: reports.append(header) or header

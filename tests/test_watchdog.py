@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from interactive import watchdog
-from interactive.identity import SESSION_VARIABLE, process_started
-from interactive.watchdog import Orders, Seen
+from interactive.base.identity import SESSION_VARIABLE, process_started
+from interactive.session import watchdog
+from interactive.session.watchdog import Orders, Seen
 from tests.processes import marked_processes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,9 +89,9 @@ def test_waiting_ends_on_stop_or_on_death() -> None:
 TASK = textwrap.dedent("""
     import json, os, subprocess, sys, time
     from pathlib import Path
-    from interactive import record
-    from interactive.identity import SESSION_VARIABLE, own_session_id, process_identity
-    from interactive.watchdog import start_watchdog
+    from interactive.base import record
+    from interactive.base.identity import SESSION_VARIABLE, own_session_id, process_identity
+    from interactive.session.watchdog import start_watchdog
 
     home, workspace, how = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     paths = record.record_paths(home, home)

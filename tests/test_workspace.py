@@ -4,7 +4,7 @@ import os
 import time
 from pathlib import Path
 
-from interactive.workspace import Snapshot
+from interactive.storage.workspace import Snapshot
 
 
 def touch_later(path: Path, text: str | bytes) -> None:

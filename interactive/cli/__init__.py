@@ -3,6 +3,9 @@
 Errors a user can fix (unknown pod, no cluster, no permission, no session)
 print one line and exit with a documented code (see :class:`Exit`); only a
 bug prints a traceback.
+
+Runs on: the laptop (``doctor --pod`` also in the pod). May import: ``base``, ``storage``
+(to read saved patches) and ``kube``; never the session's runtime.
 """
 
 from __future__ import annotations
@@ -13,16 +16,16 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from interactive.cli import attach, control_cmds, doctor_cmd, edits_cmd, install_cmd, sessions
+from interactive.base.errors import PodcodeError
+from interactive.cli import attach, control_cmds, doctor_cmd, edits_cmd, install_cmd, list_cmd
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit, exit_code
 from interactive.cli.parser import build_parser
-from interactive.errors import PodcodeError
 
 __all__ = ["Console", "Exit", "main", "run"]
 
 VERBS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
-    "list": sessions.run,
+    "list": list_cmd.run,
     "attach": attach.attach,
     "debug": attach.debug,
     "status": control_cmds.status,

@@ -9,10 +9,11 @@ import posixpath
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from interactive.base.sessionfile import SessionFile
 from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
-from interactive.cli.launch import attach_configuration, merge_launch
+from interactive.cli.launch_json import attach_configuration, merge_launch
 from interactive.cli.target import (
     connect,
     control_port,
@@ -21,8 +22,7 @@ from interactive.cli.target import (
     pod_record,
     required_port,
 )
-from interactive.cluster import Cluster, ClusterError, SessionInfo
-from interactive.sessionfile import SessionFile
+from interactive.kube.cluster import Cluster, ClusterError, SessionInfo
 
 
 def attach(args: argparse.Namespace, console: Console) -> int:

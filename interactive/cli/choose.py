@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from interactive.base.sessionfile import Found, SessionFile, parse_session
 from interactive.cli.errors import CliError, Exit
-from interactive.sessionfile import Found, SessionFile, parse_session
 
 
 class SessionGone(CliError):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
 from interactive.cli.errors import ControlError, Exit
 from interactive.cli.output import duration, fields, iso, until
 from interactive.cli.target import Target, open_target
-from interactive.record import GONE
 
 
 def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:

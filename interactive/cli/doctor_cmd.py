@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from interactive.cli.checks import FAIL, OK, SKIP, run_checks
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.output import table
 from interactive.cli.target import connect
-from interactive.doctor import FAIL, OK, SKIP, run_checks
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -14,8 +14,8 @@ from interactive.cli.errors import CliError, Exit
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from interactive.reaper import latest_patch
-    from interactive.store import open_store
+    from interactive.storage.edits import latest_patch
+    from interactive.storage.store import open_store
 
     store = open_store()
     patch = store.get_bytes(latest_patch(args.task))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from interactive.cluster import ClusterError
-from interactive.errors import PodcodeError, SettingError
-from interactive.portforward import ForwardError
-from interactive.sessionfile import SessionFileError
+from interactive.base.errors import PodcodeError, SettingError
+from interactive.base.sessionfile import SessionFileError
+from interactive.kube.cluster import ClusterError
+from interactive.kube.portforward import ForwardError
 
 
 class Exit(IntEnum):

@@ -10,13 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from interactive.cli.api import ControlClient
-from interactive.cli.choose import choose, label, usable
-from interactive.cli.console import Console
-from interactive.cli.errors import CliError, ControlError, Exit
-from interactive.cluster import Cluster, ClusterError, SessionInfo
-from interactive.portforward import Forwarder
-from interactive.sessionfile import (
+from interactive.base.sessionfile import (
     Found,
     SessionFile,
     SessionFileError,
@@ -25,7 +19,13 @@ from interactive.sessionfile import (
     too_open,
     unique,
 )
-from interactive.settings import podcode_home
+from interactive.base.settings import podcode_home
+from interactive.cli.api import ControlClient
+from interactive.cli.choose import choose, label, usable
+from interactive.cli.console import Console
+from interactive.cli.errors import CliError, ControlError, Exit
+from interactive.kube.cluster import Cluster, ClusterError, SessionInfo
+from interactive.kube.portforward import Forwarder
 
 
 @dataclass

@@ -1,0 +1,328 @@
+"""Task settings: decorator arguments, each overridable by ``PODCODE_<NAME>``.
+
+An environment variable wins over the decorator argument, so an operator can
+tune a deployed image without editing code. Every value is checked when the
+decorator is applied, the decorator's own too when a variable overrides it;
+a bad one raises :class:`SettingError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import ipaddress
+import logging
+import os
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interactive.base.errors import SettingError
+from interactive.base.types import Environ, Hook
+
+MODES = ("on_failure", "startup")
+IDES = ("code-server", "none")
+AUTHS = ("password", "none")
+MIN_POLL_SECONDS = 0.1
+"""Sampling more often than this burns a core for nothing."""
+_TRUE = {"1", "true", "yes", "on"}
+log = logging.getLogger(__name__)
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one decorated task does when it fails. Units are in the names."""
+
+    mode: str = "on_failure"
+    """``on_failure``: run, open a session if it raises. ``startup``: open first."""
+    ide: str = "code-server"
+    """``code-server`` serves VS Code in the browser; ``none`` is debugpy + API only."""
+    port: int = 8080
+    """code-server's port (0: any free port)."""
+    control_port: int = 8081
+    """The control API's port (0: any free port)."""
+    debug_port: int = 5678
+    """debugpy's port (0: any free port)."""
+    bind: str = "127.0.0.1"
+    """Address every listener binds; reach it through a port-forward."""
+    auth: str = "password"
+    """code-server's authentication: ``password`` (generated) or ``none``."""
+    max_idle_seconds: float = 1800.0
+    """Idle time before the owner is warned."""
+    grace_seconds: float = 600.0
+    """Time between the warning and the cleanup."""
+    poll_seconds: float = 10.0
+    """How often activity is sampled (at least 0.1)."""
+    gpu_idle_percent: float = 5.0
+    """GPU utilisation at or below this counts as idle."""
+    cpu_idle_percent: float = 5.0
+    """CPU use of the user's processes at or below this counts as idle."""
+    owner: str | None = None
+    """Email address warned before cleanup (else PODCODE_OWNER, else the pod annotation)."""
+    retries: int = 0
+    """Fresh attempts with the same inputs before a session opens."""
+    max_capture_bytes: int = 1 << 30
+    """Bytes of captured inputs a session may write; arguments beyond it are not saved."""
+    cache: bool = False
+    """Return a stored output for the same inputs instead of running."""
+    cache_version: str = "1"
+    """Bump to invalidate every cached output of this task."""
+    extensions: tuple[str, ...] = ()
+    """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
+    on_reap: Hook | None = None
+    """Called (bounded in time) before an idle session is cleaned up."""
+    on_preempt: Hook | None = None
+    """Called within ``preempt_grace_seconds`` after SIGTERM."""
+    preempt_grace_seconds: float = 25.0
+    """Time the preemption hooks get after SIGTERM."""
+    workspace: Path | None = None
+    """Folder opened in the IDE; default: the task's source folder."""
+    dcgm_url: str | None = None
+    """dcgm-exporter's metrics URL (``http://host:9400/metrics``), read for the GPU activity
+    of MIG slices, where NVML has no utilisation."""
+    names: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    """Settings that were given explicitly (argument or environment)."""
+
+
+NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "names")
+
+
+def env_name(name: str) -> str:
+    return f"PODCODE_{name.upper()}"
+
+
+def parse_bool(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise SettingError(name, value, "expected true or false (1/0, yes/no)")
+
+
+def _number(kind: type[int] | type[float], minimum: float) -> Callable[[str, object], Any]:
+    def parse(name: str, value: object) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise SettingError(name, value, f"expected a number >= {minimum:g}")
+        try:
+            number = kind(value) if not isinstance(value, str) else kind(value.strip())
+        except ValueError:
+            raise SettingError(name, value, f"expected a number >= {minimum:g}") from None
+        if kind is int and isinstance(value, float) and value != int(value):
+            raise SettingError(name, value, "expected a whole number")
+        if number < minimum or number != number:
+            raise SettingError(name, value, f"expected a number >= {minimum:g}")
+        return number
+
+    return parse
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, object], str]:
+    def parse(name: str, value: object) -> str:
+        if value not in options:
+            raise SettingError(name, value, f"expected one of {', '.join(options)}")
+        return str(value)
+
+    return parse
+
+
+def _port(name: str, value: object) -> int:
+    port: int = _number(int, 0)(name, value)
+    if port > 65535:
+        raise SettingError(name, value, "a port is between 0 and 65535 (0: any free port)")
+    return port
+
+
+def _percent(name: str, value: object) -> float:
+    percent: float = _number(float, 0)(name, value)
+    if percent > 100:
+        raise SettingError(name, value, "a percentage is between 0 and 100")
+    return percent
+
+
+def _positive(name: str, value: object) -> float:
+    seconds: float = _number(float, 0)(name, value)
+    if seconds <= 0:
+        raise SettingError(name, value, "expected a number of seconds > 0")
+    return seconds
+
+
+def _poll(name: str, value: object) -> float:
+    seconds: float = _number(float, 0)(name, value)
+    if seconds < MIN_POLL_SECONDS:
+        raise SettingError(name, value, f"expected a number of seconds >= {MIN_POLL_SECONDS:g}")
+    return seconds
+
+
+def _http_url(name: str, value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise SettingError(name, value, "expected an http:// or https:// URL")
+    parts = urllib.parse.urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SettingError(name, value, "expected an http:// or https:// URL")
+    return value.strip()
+
+
+def _bind(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SettingError(name, value, "expected an IP address such as 127.0.0.1 or 0.0.0.0")
+    try:
+        ipaddress.ip_address(value.strip())
+    except ValueError:
+        if value.strip() != "localhost":
+            raise SettingError(name, value, "expected an IP address or localhost") from None
+    return value.strip()
+
+
+def _optional_str(name: str, value: object) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise SettingError(name, value, "expected a string")
+    return value.strip()
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise SettingError(name, value, "expected a non-empty string")
+    return str(value).strip()
+
+
+def _extensions(name: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise SettingError(name, value, "expected a list of .vsix paths, URLs or extension ids")
+    if not all(isinstance(item, str) for item in items):
+        raise SettingError(name, value, "every extension must be a string")
+    return tuple(str(item) for item in items if item)
+
+
+def _hook(name: str, value: object) -> Hook | None:
+    if value is None or value == "":
+        return None
+    if callable(value):
+        return value
+    if isinstance(value, str) and ":" in value:
+        module_name, _, attr = value.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise SettingError(name, value, f"cannot import it ({exc})") from None
+        if callable(target):
+            return target  # type: ignore[no-any-return]
+    raise SettingError(name, value, "expected a callable or 'package.module:function'")
+
+
+def _workspace(name: str, value: object) -> Path | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise SettingError(name, value, "expected a folder path")
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise SettingError(name, value, "folder does not exist")
+    return path
+
+
+PARSERS: Mapping[str, Callable[[str, object], Any]] = {
+    "mode": _choice(MODES),
+    "ide": _choice(IDES),
+    "port": _port,
+    "control_port": _port,
+    "debug_port": _port,
+    "bind": _bind,
+    "auth": _choice(AUTHS),
+    "max_idle_seconds": _positive,
+    "grace_seconds": _number(float, 0),
+    "poll_seconds": _poll,
+    "gpu_idle_percent": _percent,
+    "cpu_idle_percent": _percent,
+    "owner": _optional_str,
+    "retries": _number(int, 0),
+    "max_capture_bytes": _number(int, 0),
+    "cache": parse_bool,
+    "cache_version": _text,
+    "extensions": _extensions,
+    "on_reap": _hook,
+    "on_preempt": _hook,
+    "preempt_grace_seconds": _positive,
+    "workspace": _workspace,
+    "dcgm_url": _http_url,
+}
+
+
+def build_settings(arguments: Mapping[str, object], environ: Environ | None = None) -> Settings:
+    """Check decorator ``arguments``, apply ``PODCODE_*`` overrides, return Settings."""
+    environ = os.environ if environ is None else environ
+    unknown = sorted(set(arguments) - set(NAMES))
+    if unknown:
+        raise SettingError(
+            unknown[0], arguments[unknown[0]], f"unknown setting; known: {', '.join(NAMES)}"
+        )
+    values: dict[str, Any] = {}
+    for name in NAMES:
+        raw = environ.get(env_name(name))
+        if name in arguments:
+            given = _checked_argument(name, arguments[name], overridden=raw is not None)
+            values[name] = given
+        if raw is not None:
+            values[name] = PARSERS[name](name, raw)
+    return Settings(**values, names=tuple(values))
+
+
+def _checked_argument(name: str, value: object, overridden: bool) -> Any:
+    """The decorator's ``value``, checked even when ``PODCODE_<NAME>`` overrides it."""
+    try:
+        return PARSERS[name](name, value)
+    except SettingError as exc:
+        if not overridden:
+            raise
+        raise SettingError(
+            name, value, f"{exc.reason} (the decorator's argument is checked even though "
+            f"{env_name(name)} overrides it)"
+        ) from None
+
+
+def is_enabled(environ: Environ | None = None) -> bool:
+    """Active when PODCODE_ENABLE=1, or inside Kubernetes unless PODCODE_ENABLE=0."""
+    environ = os.environ if environ is None else environ
+    flag = environ.get("PODCODE_ENABLE")
+    if flag is not None and flag.strip() != "":
+        return parse_bool("enable", flag)
+    return bool(environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def podcode_home(environ: Environ | None = None) -> Path:
+    """``$PODCODE_HOME`` (default ``~/.podcode``): session file, inputs, IDE state."""
+    environ = os.environ if environ is None else environ
+    raw = environ.get("PODCODE_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".podcode"
+
+
+def ensure_home(home: Path, inner: Path | None = None) -> Path:
+    """Create ``home`` with mode 0700, or tighten it to 0700 when it already exists with
+    more (it holds secrets); then create ``inner`` (a folder in it, such as a rank's)
+    with mode 0700. Returns ``inner`` or ``home``. A home that is not ours to change
+    is left as it is, with a warning."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = home.stat().st_mode & 0o777
+    if mode & 0o077:
+        try:
+            home.chmod(0o700)
+            log.info("PODCODE_HOME %s was mode %03o; tightened to 0700", home, mode)
+        except OSError as exc:
+            log.warning("PODCODE_HOME %s is mode %03o and cannot be tightened to 0700 (%s); "
+                        "session files are still 0600", home, mode, exc)
+    if inner is None:
+        return home
+    inner.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return inner

@@ -1,0 +1,96 @@
+"""The session's shared, observable state (what ``GET /api/status`` shows)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from interactive.base.types import Clock, system_clock
+
+STATES = ("running", "waiting", "resuming", "warned", "reaping", "done", "failed")
+
+
+@dataclass
+class SessionState:
+    """Mutable state of one session, shared by the API, the monitor and the waiter.
+
+    Times are wall-clock seconds since the epoch (``clock()``).
+    """
+
+    task: str
+    clock: Clock = system_clock
+    state: str = "running"
+    error: str | None = None
+    attempt: int = 0
+    owner: str | None = None
+    last_activity: float = 0.0
+    """When the user (or their code) was last seen active."""
+    reap_at: float | None = None
+    """When cleanup will happen; set once a warning is sent."""
+    keepalive_until: float = 0.0
+    """No warning before this time (``POST /api/keepalive``)."""
+    gpu_utilization: float | None = None
+    """Last NVML reading in percent, None without a GPU."""
+    max_idle_seconds: float | None = None
+    grace_seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+    """Things the user should know (no owner, no SMTP, API refused...)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.last_activity:
+            self.last_activity = self.clock()
+
+    def set(self, **changes: Any) -> None:
+        with self._lock:
+            for name, value in changes.items():
+                if name == "state" and value not in STATES:
+                    raise ValueError(f"unknown session state {value!r}")
+                setattr(self, name, value)
+
+    def touch(self, when: float | None = None) -> None:
+        """Record activity now (or at ``when``)."""
+        with self._lock:
+            self.last_activity = max(self.last_activity, self.clock() if when is None else when)
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            if text not in self.notes:
+                self.notes.append(text)
+
+    def forget(self, text: str) -> None:
+        """Drop a note that no longer holds (the IDE finished installing)."""
+        with self._lock:
+            if text in self.notes:
+                self.notes.remove(text)
+
+    def idle_seconds(self) -> float:
+        return max(0.0, self.clock() - self.last_activity)
+
+    def _cleanup_at(self) -> float | None:
+        """When cleanup happens if nothing else does (for countdowns), or None."""
+        if self.reap_at is not None:
+            return self.reap_at
+        if self.max_idle_seconds is None or self.grace_seconds is None:
+            return None
+        warn_at = max(self.last_activity + self.max_idle_seconds, self.keepalive_until)
+        return warn_at + self.grace_seconds
+
+    def status(self) -> dict[str, Any]:
+        """The JSON body of ``GET /api/status``."""
+        with self._lock:
+            return {
+                "state": self.state,
+                "task": self.task,
+                "error": self.error,
+                "attempt": self.attempt,
+                "idle_seconds": round(max(0.0, self.clock() - self.last_activity), 1),
+                "reap_at": self.reap_at,
+                "owner": self.owner,
+                "gpu_utilization": self.gpu_utilization,
+                "cleanup_at": self._cleanup_at(),
+                "max_idle_seconds": self.max_idle_seconds,
+                "grace_seconds": self.grace_seconds,
+                "notes": list(self.notes),
+            }

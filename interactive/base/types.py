@@ -1,0 +1,33 @@
+"""Shared aliases and protocols."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+Environ = Mapping[str, str]
+Hook = Callable[[], Any]
+ExcInfo = tuple[type[BaseException], BaseException, Any]
+
+
+class Clock(Protocol):
+    """Wall-clock seconds since the epoch; tests pass a fake one."""
+
+    def __call__(self) -> float: ...
+
+
+def system_clock() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """Where a task's code lives."""
+
+    name: str
+    """``module.qualname``."""
+    module: str
+    qualname: str
+    source: str | None

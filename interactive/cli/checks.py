@@ -1,0 +1,248 @@
+"""``podcode doctor``: is everything a session needs here, and if not, what is the fix.
+
+Each check returns a :class:`Check` (``ok``, ``warn``, ``fail`` or ``skip``)
+and never raises; the CLI prints them as a table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import smtplib
+import socket
+import ssl
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from interactive.base.errors import SettingError
+from interactive.base.settings import build_settings
+from interactive.base.types import Environ
+from interactive.kube.cluster import Cluster, ClusterError
+
+log = logging.getLogger(__name__)
+
+_VERSION = re.compile(r"^\s*v?\d+\.\d+")
+
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+NODE_MAJOR = 24
+"""code-server from the npm registry (4.139) needs Node 24 to install."""
+USER_ROLE_FIX = "ask your cluster admin for the podcode-user Role in docs/kubernetes.md"
+POD_ROLE_FIX = "bind the podcode-session Role (docs/kubernetes.md) to the pod's service account"
+POD_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("get", "pods", ""), ("patch", "pods", ""), ("delete", "pods", ""), ("create", "events", ""),
+)
+PORTS = (("port", "port (code-server)"), ("control_port", "port (control API)"),
+         ("debug_port", "port (debugpy)"))
+USER_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("list", "pods", ""), ("get", "pods", ""),
+    # The Python client's WebSocket upgrade is authorised as "get" by some API servers and
+    # as "create" by others: both are needed.
+    ("create", "pods", "portforward"), ("get", "pods", "portforward"),
+    ("create", "pods", "exec"), ("get", "pods", "exec"),
+    ("get", "pods", "log"),
+)
+UNREACHABLE_FIX = ("check the API server address in your kubeconfig, your network or VPN "
+                   "(kubectl cluster-info)")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _version_of(argv: Sequence[str], timeout: float = 20.0) -> str | None:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    versions = [line for line in lines if _VERSION.match(line)]
+    return (versions or lines or ["unknown"])[0].strip()
+
+
+def check_code_server(environ: Environ) -> Check:
+    try:
+        from server_bootstrap.config import CodeServerConfig
+        from server_bootstrap.locate import find_code_server
+
+        found = find_code_server(CodeServerConfig.from_environ(environ), environ)
+    except ImportError:
+        return Check("code-server", SKIP, "server_bootstrap is not installed with podcode")
+    except Exception as exc:  # a bad PODCODE_CODE_SERVER_* setting: say which
+        return Check("code-server", FAIL, str(exc), "fix the PODCODE_CODE_SERVER_* setting")
+    if found is None:
+        return Check("code-server", WARN, "not installed: a session installs it on first use "
+                     "(or uses ide=none)", "run `podcode install` now, or put it on PATH")
+    version = _version_of([str(found), "--version"])
+    if version is None:
+        return Check("code-server", FAIL, f"{found} does not run (`--version` failed)",
+                     "reinstall it: podcode install")
+    return Check("code-server", OK, f"{found} ({version.split()[0]})")
+
+
+def check_node(environ: Environ) -> Check:
+    node = shutil.which("node", path=environ.get("PATH"))
+    if node is None:
+        return Check("node", WARN, "no node on PATH: only needed to install code-server from "
+                     "the npm registry", f"install Node {NODE_MAJOR} if you install that way")
+    version = _version_of([node, "--version"]) or "unknown"
+    match = re.match(r"v(\d+)", version)
+    if match and int(match.group(1)) < NODE_MAJOR:
+        return Check("node", WARN, f"{node} is {version}; code-server from the npm registry "
+                     f"needs Node {NODE_MAJOR}", "use a release tarball (podcode install "
+                     f"--method tarball) or put Node {NODE_MAJOR} first on PATH")
+    return Check("node", OK, f"{node} ({version})")
+
+
+def check_nvml() -> Check:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except ImportError:
+        return Check("gpu (nvml)", WARN, "nvidia-ml-py is not installed",
+                     "pip install nvidia-ml-py")
+    except Exception as exc:  # every NVML error: no driver, no GPU
+        return Check("gpu (nvml)", WARN, f"NVML unavailable ({type(exc).__name__}): GPU use "
+                     "does not count as activity (fine on a machine without a GPU)")
+    return Check("gpu (nvml)", OK, f"{count} GPU(s) visible")
+
+
+def check_smtp(
+    environ: Environ, timeout: float = 10.0, context: ssl.SSLContext | None = None
+) -> Check:
+    """Connect to PODCODE_SMTP_URL and say EHLO (then STARTTLS and login when configured)."""
+    url = environ.get("PODCODE_SMTP_URL")
+    if not url:
+        return Check("smtp", WARN, "PODCODE_SMTP_URL is not set: owners get no email before "
+                     "cleanup", "set PODCODE_SMTP_URL=smtp://user:pass@host:587?starttls=true")
+    try:
+        from interactive.base.smtp import parse_smtp_url
+
+        smtp = parse_smtp_url(url)
+    except SettingError as exc:
+        return Check("smtp", FAIL, str(exc), "fix PODCODE_SMTP_URL")
+    try:
+        said = _say_ehlo(smtp, timeout, context or ssl.create_default_context())
+    except smtplib.SMTPAuthenticationError:
+        return Check("smtp", FAIL, f"{smtp.safe_url}: the server refused the login",
+                     "fix the user name or password in PODCODE_SMTP_URL")
+    except (OSError, smtplib.SMTPException, ssl.SSLError) as exc:
+        return Check("smtp", FAIL, f"{smtp.safe_url}: {type(exc).__name__}: {exc}",
+                     "check host, port and TLS settings in PODCODE_SMTP_URL")
+    return Check("smtp", OK, f"{smtp.safe_url}: {said}")
+
+
+def _say_ehlo(smtp: Any, timeout: float, context: ssl.SSLContext) -> str:
+    factory: Callable[..., smtplib.SMTP] = smtplib.SMTP_SSL if smtp.ssl else smtplib.SMTP
+    kwargs: dict[str, Any] = {"context": context} if smtp.ssl else {}
+    with factory(smtp.host, smtp.port, timeout=timeout, **kwargs) as server:
+        code, _ = server.ehlo()
+        said = [f"EHLO {code}"]
+        if smtp.starttls:
+            server.starttls(context=context)
+            server.ehlo()
+            said.append("STARTTLS")
+        if smtp.username and smtp.password is not None and server.has_extn("auth"):
+            server.login(smtp.username, smtp.password)
+            said.append("login ok")
+    return ", ".join(said)
+
+
+def check_ports(environ: Environ) -> list[Check]:
+    try:
+        settings = build_settings({}, environ)
+    except SettingError as exc:
+        return [Check("ports", FAIL, str(exc), "fix the PODCODE_* setting it names")]
+    return [_port_check(name, label, settings.bind, getattr(settings, name))
+            for name, label in PORTS]
+
+
+def _port_check(name: str, label: str, host: str, port: int) -> Check:
+    if port == 0:
+        return Check(label, OK, "0: any free port")
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        return Check(label, WARN, f"{host}:{port} is in use ({exc.strerror})",
+                     f"free it, or set PODCODE_{name.upper()} to another port (0: any)")
+    return Check(label, OK, f"{host}:{port} is free")
+
+
+def check_permissions(
+    cluster: Cluster, namespace: str, verbs: Iterable[tuple[str, str, str]], who: str, fix: str
+) -> list[Check]:
+    checks: list[Check] = []
+    for verb, resource, sub in verbs:
+        what = f"{verb} {resource}{'/' + sub if sub else ''}"
+        name = f"k8s {who}: {what}"
+        try:
+            allowed = cluster.can_i(verb, resource, namespace, sub)
+        except ClusterError as exc:
+            advice = UNREACHABLE_FIX if exc.kind == "unreachable" else fix
+            return [*checks, Check(name, FAIL, str(exc), advice)]
+        if allowed:
+            checks.append(Check(name, OK, f"allowed in namespace {namespace}"))
+        else:
+            checks.append(Check(name, FAIL, f"not allowed in namespace {namespace}", fix))
+    return checks
+
+
+def in_pod(environ: Environ) -> bool:
+    """Whether this runs inside a Kubernetes pod (else: an engineer's laptop)."""
+    return bool(environ.get("POD_NAME") or environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def check_kubernetes(connect: Callable[[], Cluster], environ: Environ,
+                     namespace: str | None, pod: bool | None = None) -> list[Check]:
+    """The user's permissions (laptop) or the pod's (inside a pod), by access reviews."""
+    pod_side = in_pod(environ) if pod is None else pod
+    try:
+        cluster = connect()
+    except ClusterError as exc:
+        status = FAIL if pod_side else WARN
+        return [Check("kubernetes", status, str(exc), "pass --kubeconfig or set KUBECONFIG "
+                      "(needed by podcode list and attach, and in a pod for cleanup)")]
+    with cluster:
+        namespace = namespace or environ.get("POD_NAMESPACE") or cluster.namespace
+        verbs, who, fix = (POD_VERBS, "pod", POD_ROLE_FIX) if pod_side else (
+            USER_VERBS, "you", USER_ROLE_FIX)
+        permissions = check_permissions(cluster, namespace, verbs, who, fix)
+        if permissions and permissions[0].fix == UNREACHABLE_FIX:  # not one answer came back
+            return [Check("kubernetes", FAIL, permissions[0].detail, UNREACHABLE_FIX)]
+        return [Check("kubernetes", OK, f"API server {cluster.host}"), *permissions]
+
+
+def run_checks(environ: Environ, connect: Callable[[], Cluster],
+               namespace: str | None = None, pod: bool | None = None) -> list[Check]:
+    """The checks of one side, in the order the table shows them: in a pod, what a
+    session needs there (code-server, GPU, mail, ports, the pod's permissions); on a
+    laptop, what the CLI needs (the cluster and your permissions). ``pod`` None: detect."""
+    pod_side = in_pod(environ) if pod is None else pod
+    if not pod_side:
+        return check_kubernetes(connect, environ, namespace, pod=False)
+    return [
+        check_code_server(environ),
+        check_node(environ),
+        check_nvml(),
+        check_smtp(environ),
+        *check_ports(environ),
+        *check_kubernetes(connect, environ, namespace, pod=True),
+    ]

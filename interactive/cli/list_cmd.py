@@ -1,0 +1,91 @@
+"""``podcode list``: the sessions in the cluster; ``--local``: those on this machine."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from interactive.base.record import GONE
+from interactive.base.sessionfile import Found, find_local
+from interactive.base.settings import podcode_home
+from interactive.cli.console import Console
+from interactive.cli.errors import Exit
+from interactive.cli.output import iso, since, table, until
+from interactive.cli.target import connect
+from interactive.kube.cluster import ClusterError, SessionInfo
+
+HEADERS = ("POD", "NAMESPACE", "STATE", "TASK", "OWNER", "IDLE", "CLEANUP")
+LOCAL_HEADERS = ("PID", "TASK", "STATE", "STARTED", "ERROR")
+
+
+def row(info: SessionInfo, now: float) -> tuple[str, ...]:
+    return (
+        info.pod, info.namespace, info.state or "-", info.task or "-", info.owner or "-",
+        since(info.idle_since, now), until(info.reap_at, now),
+    )
+
+
+def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
+    return {
+        "pod": info.pod, "namespace": info.namespace, "state": info.state, "task": info.task,
+        "owner": info.owner, "phase": info.phase,
+        "idle_since": iso(info.idle_since),
+        "idle_seconds": None if info.idle_since is None else round(now - info.idle_since),
+        "reap_at": iso(info.reap_at), "ports": dict(info.ports),
+    }
+
+
+def local_row(found: Found, now: float) -> tuple[str, ...]:
+    started = f"{since(found.started, now)} ago" if found.started else "-"
+    return (str(found.pid or "-"), found.task or "-", found.shown_state, started,
+            str(found.data.get("error") or "-"))
+
+
+def local_json(found: Found) -> dict[str, Any]:
+    """What ``list --local -o json`` shows of a record: never its token or password."""
+    data = found.data
+    return {
+        "pid": found.pid, "started": iso(found.started or None), "task": found.task,
+        "state": found.state, "process": "gone" if found.gone else "running",
+        "gone_at": iso(data.get(GONE)), "error": data.get("error"),
+        "control_url": data.get("control_url"), "debug": data.get("debug"),
+        "code_server_url": data.get("code_server_url"), "inputs": data.get("inputs"),
+        "rank": data.get("rank"), "record": found.where,
+    }
+
+
+def run_local(args: argparse.Namespace, console: Console) -> int:
+    home = podcode_home(console.environ)
+    found = sorted(find_local(home), key=lambda f: f.started)
+    now = console.clock()
+    if args.output == "json":
+        console.json([local_json(f) for f in found])
+    elif not found:
+        console.warn(f"no podcode sessions in {home}")
+    else:
+        console.say(table(LOCAL_HEADERS, [local_row(f, now) for f in found]))
+    return Exit.OK
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if args.local:
+        return run_local(args, console)
+    try:
+        cluster = connect(args, console)
+    except ClusterError as exc:
+        if exc.kind != "config":
+            raise
+        raise ClusterError(f"{exc} (podcode list --local lists the sessions on this machine)",
+                           exc.kind) from None
+    with cluster:
+        namespace = None if args.all_namespaces else (args.namespace or cluster.namespace)
+        sessions = sorted(cluster.list_sessions(namespace), key=lambda s: (s.namespace, s.pod))
+    now = console.clock()
+    if args.output == "json":
+        console.json([as_json(s, now) for s in sessions])
+    elif not sessions:
+        where = f"namespace {namespace}" if namespace else "any namespace"
+        console.warn(f"no podcode sessions in {where}")
+    else:
+        console.say(table(HEADERS, [row(s, now) for s in sessions]))
+    return Exit.OK

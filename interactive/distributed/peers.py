@@ -1,0 +1,271 @@
+"""The ranks of one pod, seen from each other: who has a session, who leads, who to tell.
+
+Each rank of a distributed job keeps its own home, ``$PODCODE_HOME/rank-<local
+rank>/``, with its own ``session.json`` (mode 0600, in a 0700 folder): that
+file is also how its peers find it. The first rank whose session opens takes
+the pod's leader lock (``$PODCODE_HOME/leader.lock``, an ``flock`` held for the
+session's life): the leader serves code-server, marks the pod, emails the
+owner and deletes the pod at cleanup; the others serve their debugger and
+control API only. A resume or abort on any rank is forwarded to every other
+local rank that waits in a session, so they go on together.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interactive.base.identity import process_identity as process_identity  # re-exported
+from interactive.base.identity import process_started
+from interactive.base.threads import start_thread
+from interactive.culler.idle import Sample
+from interactive.distributed.ranks import RankInfo
+
+log = logging.getLogger(__name__)
+
+PEER_HEADER = "X-Podcode-Peer"
+"""Set on a forwarded call: the receiving rank does not forward it again."""
+SESSION_STATES = frozenset({"waiting", "warned", "resuming", "reaping"})
+BUSY_STATES = frozenset({"running", "resuming"})
+FORWARD_TIMEOUT_SECONDS = 5.0
+
+
+def rank_home(base: Path, info: RankInfo) -> Path:
+    """The folder of this rank's session files (``base`` itself for a single process)."""
+    return base / f"rank-{info.local_rank}" if info.distributed else base
+
+
+@dataclass(frozen=True)
+class Peer:
+    """What one local rank's ``session.json`` says, and whether its process lives."""
+
+    local_rank: int
+    record: dict[str, Any] = field(repr=False)
+    alive: bool
+
+    @property
+    def state(self) -> str:
+        return str(self.record.get("state", "unknown")) if self.alive else "gone"
+
+    @property
+    def in_session(self) -> bool:
+        return self.state in SESSION_STATES
+
+    def summary(self) -> dict[str, Any]:
+        rank = self.record.get("rank") or {}
+        return {
+            "local_rank": self.local_rank,
+            "rank": rank.get("rank"),
+            "state": self.state,
+            "task": self.record.get("task"),
+            "error": self.record.get("error"),
+            "debug": self.record.get("debug"),
+        }
+
+
+@dataclass
+class Peers:
+    """This rank's view of the pod's ranks."""
+
+    base: Path
+    info: RankInfo
+    _lock_fd: int | None = field(default=None, init=False, repr=False)
+
+    # -- reading ---------------------------------------------------------------------
+    def read(self, local_rank: int) -> Peer | None:
+        path = self.base / f"rank-{local_rank}" / "session.json"
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        pid, started = record.get("pid"), record.get("started")
+        alive = isinstance(pid, int) and process_started(pid) == started
+        return Peer(local_rank, record, alive)
+
+    def others(self) -> list[Peer]:
+        """Every other local rank that has written a record, live or not."""
+        found = (self.read(r) for r in range(self.info.local_world_size))
+        return [p for p in found if p is not None and p.local_rank != self.info.local_rank]
+
+    def status(self) -> list[dict[str, Any]]:
+        """For ``GET /api/status``: each other local rank, ``no session`` when unknown."""
+        known = {peer.local_rank: peer.summary() for peer in self.others()}
+        return [
+            known.get(r, {"local_rank": r, "state": "not started"})
+            for r in range(self.info.local_world_size)
+            if r != self.info.local_rank
+        ]
+
+    # -- leading ---------------------------------------------------------------------
+    def try_lead(self) -> bool:
+        """Take the pod's leader lock if it is free; held until :meth:`release`."""
+        if self._lock_fd is not None:
+            return True
+        self.base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.base / "leader.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def leader(self) -> Peer | None:
+        """The live peer that serves the pod's IDE, if any."""
+        return next(
+            (p for p in self.others() if p.in_session and p.record.get("leader")),
+            None,
+        )
+
+    def release(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops the flock
+
+    # -- telling ---------------------------------------------------------------------
+    def forward(self, command: str) -> list[int]:
+        """POST ``/api/<command>`` to every other local rank in a session; who was told."""
+        told = []
+        others = self.others()
+        for peer in others:
+            if not peer.in_session or peer.state == "resuming":
+                continue
+            try:
+                _post(peer.record, command)
+                told.append(peer.local_rank)
+            except OSError as exc:
+                log.warning("could not %s local rank %d: %s", command, peer.local_rank, exc)
+        running = [p.local_rank for p in others if p.state == "running"]
+        if command == "resume" and running:
+            log.warning(
+                "local ranks %s are not in a session (still running their task): "
+                "they do not resume with this one",
+                running,
+            )
+        return told
+
+
+def _post(record: dict[str, Any], command: str) -> None:
+    url = f"{record['control_url']}/api/{command}"
+    request = urllib.request.Request(  # noqa: S310 - http on the pod's own loopback
+        url,
+        data=b"{}",
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {record['token']}",
+            "Content-Type": "application/json",
+            PEER_HEADER: "1",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=FORWARD_TIMEOUT_SECONDS):  # noqa: S310
+        pass
+
+
+@dataclass
+class PeerSampler:
+    """Activity sampler: the pod is busy while any rank is.
+
+    A peer running its task (or resuming) is activity now; a peer's own last
+    activity is adopted as it is (``touch(when)``), never as "now", so ranks
+    that read each other settle on the same idle clock instead of keeping
+    each other awake.
+    """
+
+    peers: Peers
+    touch: Callable[[float], None]
+    publish: Callable[[], None]
+    """Writes this rank's record (with its last activity) for the others."""
+
+    def sample(self, now: float) -> Sample:
+        self.publish()
+        busy = []
+        for peer in self.peers.others():
+            if not peer.alive:
+                continue
+            if peer.state in BUSY_STATES:
+                busy.append(f"local rank {peer.local_rank} {peer.state}")
+            last = peer.record.get("last_activity")
+            if isinstance(last, (int, float)):
+                self.touch(float(last))
+        return Sample("ranks", bool(busy), float(len(busy)), ", ".join(busy))
+
+
+class PeerWatch:
+    """While this rank runs its task, say once when another local rank opens a session,
+    so that a rank blocked on the failed one does not hang silently."""
+
+    def __init__(self, peers: Peers, poll_seconds: float = 2.0) -> None:
+        self.peers = peers
+        self.poll_seconds = poll_seconds
+        self.reported: set[tuple[int, Any]] = set()
+        self.in_session = False
+        """Set by this rank's session while it is open (then there is nothing to report)."""
+
+    def start(self) -> None:
+        start_thread(self._run, "peers")
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.poll_seconds)
+            try:
+                self.check()
+            except Exception:
+                log.debug("peer watch failed", exc_info=True)
+
+    def check(self) -> list[str]:
+        """Log (once per peer session) what this rank is waiting on; the lines logged."""
+        lines = []
+        for peer in self.peers.others():
+            key = (peer.local_rank, peer.record.get("attempt"))
+            if self.in_session or not peer.in_session or key in self.reported:
+                continue
+            self.reported.add(key)
+            line = (
+                f"podcode: {self.peers.info.label}: local rank {peer.local_rank} failed in "
+                f"{peer.record.get('task')} ({peer.record.get('error')}) and waits in a debug "
+                "session; this rank waits on it (a collective with it fails here and "
+                "opens this rank's session)"
+            )
+            log.warning("%s", line)
+            lines.append(line)
+        return lines
+
+
+_current: Peers | None = None
+_watch: PeerWatch | None = None
+
+
+def join(base: Path, info: RankInfo) -> Peers | None:
+    """At a distributed process's first enabled call: say "running", watch the others."""
+    global _current, _watch
+    if not info.distributed or _current is not None:
+        return _current
+    from interactive.base import record
+
+    _current = Peers(base, info)
+    record.write_session(
+        rank_home(base, info),
+        {"state": "running", "rank": info.as_dict(), **process_identity()},
+    )
+    _watch = PeerWatch(_current)
+    _watch.start()
+    return _current
+
+
+def current() -> Peers | None:
+    """This process's peers, once :func:`join` ran in a distributed job."""
+    return _current
+
+
+def set_in_session(value: bool) -> None:
+    if _watch is not None:
+        _watch.in_session = value

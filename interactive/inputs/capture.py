@@ -1,0 +1,422 @@
+"""Capture a task's inputs so that a fresh process can load equal objects.
+
+Each argument is pickled on its own (protocol 5) so one unpicklable argument
+does not lose the others. Large contiguous buffers (NumPy arrays, PyTorch
+storages, bytes-like objects) go out of band into one raw file, written at disk
+speed; loading maps that file copy-on-write, so the loaded arrays and tensors
+share the page cache's pages until they are written to (no copy, no second
+allocation). Tensors keep their shared storage, dtype and device
+(:mod:`interactive.inputs.tensors`).
+A session saves at most ``max_capture_bytes``; an argument beyond that is not
+saved, like an unpicklable one, and a warning says so.
+
+A session captures into its own folder,
+``$PODCODE_HOME/sessions/<pid>-<start>/inputs/<task>/``, so that two processes
+running the same task never overwrite each other's::
+
+    manifest.json   what was saved, where, and what could not be
+    data.bin        the per-argument pickles, back to back
+    buffers.bin     the out-of-band buffers, back to back, 64-byte aligned
+
+:func:`load_inputs` looks, in order, in this process's own session, in the
+session whose IDE started this process (``PODCODE_SESSION_ID``, set in every
+terminal and debugger of a session's VS Code), then takes the newest capture of
+the task in the home. The folder is removed when the session ends with the task
+done; it is kept when the session fails, is aborted or cleaned up, or its
+process dies.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import logging
+import mmap
+import os
+import pickle
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from interactive.base import record
+from interactive.base.errors import InputsError
+from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
+from interactive.base.names import folder_name
+from interactive.base.settings import podcode_home
+from interactive.inputs import tensors
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+INPUTS = "inputs"
+_ALIGN = 64
+_BIG_BYTES = 1 << 20  # bytes objects at least this large go out of band
+
+
+@dataclass
+class CaptureReport:
+    """What :func:`save_inputs` did."""
+
+    folder: Path
+    saved: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    """Argument name → why it could not be saved."""
+
+
+def inputs_folder(task: str, home: Path | None = None) -> Path:
+    """``home/inputs/<task>``: ``home`` is a session's folder (or, for older captures,
+    ``$PODCODE_HOME`` itself)."""
+    return (home or podcode_home()) / INPUTS / folder_name(task)
+
+
+def argument_names(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> list[str]:
+    """Readable names of the positional arguments, from the signature when it binds."""
+    try:
+        bound = inspect.signature(fn).bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [f"args[{index}]" for index in range(len(args))]
+    names: list[str] = []
+    for name, value in bound.arguments.items():
+        if name in kwargs:
+            continue
+        kind = inspect.signature(fn).parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            names.extend(f"{name}[{index}]" for index in range(len(value)))
+        else:
+            names.append(name)
+    return names[: len(args)] + [f"args[{index}]" for index in range(len(names), len(args))]
+
+
+class _BufferSink:
+    """Collects out-of-band buffers; big ``bytes`` are wrapped so they go out of band too."""
+
+    def __init__(self) -> None:
+        self.buffers: list[pickle.PickleBuffer] = []
+        self._torch_dumps = tensors.storage_pickler()
+
+    def dumps(self, value: Any) -> bytes:
+        start = len(self.buffers)
+        try:
+            if self._torch_dumps is not None:
+                return self._torch_dumps(_wrap_bytes(value), self.buffers.append)
+            return pickle.dumps(_wrap_bytes(value), protocol=5, buffer_callback=self.buffers.append)
+        except BaseException:
+            del self.buffers[start:]
+            raise
+
+
+def _wrap_bytes(value: Any) -> Any:
+    if isinstance(value, bytes) and len(value) >= _BIG_BYTES:
+        return pickle.PickleBuffer(value)
+    return value
+
+
+def _write_buffers(out: BinaryIO, buffers: list[pickle.PickleBuffer]) -> list[list[int]]:
+    spans: list[list[int]] = []
+    offset = 0
+    for buffer in buffers:
+        raw = buffer.raw()
+        pad = (-offset) % _ALIGN
+        if pad:
+            out.write(b"\0" * pad)
+            offset += pad
+        out.write(raw)
+        spans.append([offset, raw.nbytes])
+        offset += raw.nbytes
+    return spans
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
+def _too_large(total: int, max_bytes: int) -> str:
+    return (
+        f"too large to capture: {_size(total)} with the arguments before it, over "
+        f"max_capture_bytes ({_size(max_bytes)}; raise it with PODCODE_MAX_CAPTURE_BYTES)"
+    )
+
+
+def save_inputs(
+    task: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    home: Path | None = None,
+    *,
+    max_bytes: int | None = None,
+) -> CaptureReport:
+    """Save the call's arguments for ``task`` under ``home`` (at most ``max_bytes`` in
+    all); never raises for an argument that cannot be saved."""
+    folder = inputs_folder(task, home)
+    record.make_private(folder.parent)
+    staging = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o700)
+    report = CaptureReport(folder)
+    sink = _BufferSink()
+    entries: list[dict[str, Any]] = []
+    named = [
+        (name, "positional", value)
+        for name, value in zip(argument_names(fn, args, kwargs), args, strict=False)
+    ]
+    named += [(name, "keyword", value) for name, value in kwargs.items()]
+    total = 0
+    with open(staging / "data.bin", "wb") as data:
+        for name, kind, value in named:
+            entry: dict[str, Any] = {"name": name, "kind": kind}
+            start = len(sink.buffers)
+            try:
+                blob = sink.dumps(value)
+            except Exception as exc:  # pickling can raise anything a __reduce__ raises
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                report.failed[name] = entry["error"]
+                entries.append(entry)
+                continue
+            size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
+            if max_bytes is not None and total + size > max_bytes:
+                del sink.buffers[start:]
+                entry["error"] = report.failed[name] = _too_large(total + size, max_bytes)
+            else:
+                total += size
+                entry.update(offset=data.tell(), size=len(blob), buffers=[start, len(sink.buffers)])
+                data.write(blob)
+                report.saved.append(name)
+            entries.append(entry)
+    with open(staging / "buffers.bin", "wb") as out:
+        spans = _write_buffers(out, sink.buffers)
+    manifest = {
+        "format": FORMAT,
+        "task": task,
+        "created": time.time(),
+        "arguments": entries,
+        "buffers": spans,
+    }
+    with open(staging / "manifest.json", "w", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=1)
+    _replace_folder(staging, folder)
+    for name, why in report.failed.items():
+        log.warning(
+            "input %r of task %s cannot be saved (%s); the session opens without it",
+            name,
+            task,
+            why,
+        )
+    return report
+
+
+def save_session_inputs(
+    task: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    home: Path,
+    max_bytes: int | None = None,
+) -> CaptureReport:
+    """A session's capture: into its own folder under ``home``; the captures of ``task``
+    that processes now gone left in ``home`` are removed (this one replaces them)."""
+    report = save_inputs(task, fn, args, kwargs, record.session_dir(home), max_bytes=max_bytes)
+    try:
+        prune(home, task)
+    except OSError as exc:
+        log.warning("could not remove older captures of %s: %s", task, exc)
+    return report
+
+
+def _process_gone(folder: Path) -> bool:
+    """Whether the session in ``folder`` (``sessions/<pid>-<start>``) has no process left."""
+    data = record.read_record(folder / record.FILE) or {}
+    pid, started = data.get("pid"), data.get("started")
+    if pid is None:
+        head, _, tail = folder.name.partition("-")
+        if not head.isdigit():
+            return False
+        pid, started = int(head), int(tail) / 100 if tail.isdigit() else None
+    return is_running(pid, started) is False
+
+
+def prune(home: Path, task: str) -> list[Path]:
+    """Remove the captures of ``task`` in ``home`` left by processes that are gone (and
+    such a session's folder once it holds no capture); what was removed."""
+    removed = []
+    legacy = inputs_folder(task, home)
+    if legacy.exists():
+        removed.append(legacy)
+    own = record.session_dir(home)
+    for folder in sorted((home / record.SESSIONS).glob("*")):
+        if folder == own or not folder.is_dir() or not _process_gone(folder):
+            continue
+        captured = inputs_folder(task, folder)
+        if captured.exists():
+            removed.append(captured)
+        left = [p for p in (folder / INPUTS).glob("*") if p != captured]
+        if not left:
+            removed.append(folder)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def _replace_folder(staging: Path, folder: Path) -> None:
+    old = folder.parent / f".{folder.name}.{os.getpid()}.old"
+    if folder.exists():
+        folder.rename(old)
+    staging.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_manifest(folder: Path) -> dict[str, Any]:
+    try:
+        with open(folder / "manifest.json", encoding="utf-8") as handle:
+            manifest: dict[str, Any] = json.load(handle)
+    except FileNotFoundError:
+        raise InputsError(
+            f"no captured inputs in {folder}: the task has not failed under @vscode here"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise InputsError(f"captured inputs in {folder} are unreadable: {exc}") from None
+    if manifest.get("format") != FORMAT:
+        raise InputsError(
+            f"captured inputs in {folder} have format {manifest.get('format')!r}, expected {FORMAT}"
+        )
+    return manifest
+
+
+def _preferred_sessions(home: Path, environ: Mapping[str, str]) -> list[Path]:
+    """This process's session, then the session whose IDE started this process (in
+    ``home``, or in a rank's folder of it)."""
+    named = [own_session_id(), environ.get(SESSION_VARIABLE, "")]
+    folders = []
+    for name in dict.fromkeys(n for n in named if n):
+        folders.append(record.session_dir(home, name))
+        folders.extend(sorted(home.glob(f"rank-*/{record.SESSIONS}/{name}")))
+    return folders
+
+
+def _captures(home: Path) -> list[Path]:
+    """Every capture folder in ``home`` (its ranks' included), newest first."""
+    manifests = [*home.glob(f"{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
+                 *home.glob(f"rank-*/{record.SESSIONS}/*/{INPUTS}/*/manifest.json"),
+                 *home.glob(f"{INPUTS}/*/manifest.json")]
+
+    def created(path: Path) -> float:
+        try:
+            return float(json.loads(path.read_text(encoding="utf-8"))["created"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0.0
+
+    return [path.parent for path in sorted(manifests, key=created, reverse=True)]
+
+
+def find_inputs(task: str, home: Path, environ: Mapping[str, str] | None = None) -> Path:
+    """The folder :func:`load_inputs` reads for ``task``: this process's session's capture,
+    else that of the session whose IDE started it, else the newest in ``home``."""
+    environ = os.environ if environ is None else environ
+    for session in _preferred_sessions(home, environ):
+        folder = inputs_folder(task, session)
+        if (folder / "manifest.json").exists():
+            return folder
+    slug = folder_name(task)
+    newest = next((folder for folder in _captures(home) if folder.name == slug), None)
+    return newest or inputs_folder(task, home)
+
+
+def _default_task(home: Path, environ: Mapping[str, str]) -> str:
+    """The task of this process's session, of the session whose IDE started this process,
+    of the home's first session, else the only task captured in the home."""
+    for folder in [*_preferred_sessions(home, environ), home]:
+        task = (record.read_record(folder / record.FILE) or {}).get("task")
+        if isinstance(task, str):
+            return task
+    tasks = sorted({str(_read_manifest(folder)["task"]) for folder in _captures(home)})
+    if len(tasks) == 1:
+        return tasks[0]
+    raise InputsError(
+        f"which task? name it: load_inputs(task=...) ({len(tasks)} captured in {home}"
+        + (f": {', '.join(tasks)})" if tasks else ")")
+    )
+
+
+def _uninitialized(size: int) -> memoryview:
+    """Writable memory that is not zero-filled first: NumPy's allocator when it is there
+    (it asks for huge pages, so reading in is about twice as fast), else an anonymous map."""
+    try:
+        import numpy
+    except ImportError:
+        return memoryview(mmap.mmap(-1, size))
+    return numpy.empty(size, dtype=numpy.uint8).data.cast("B")
+
+
+def _map_pool(path: Path) -> memoryview:
+    """The buffer file mapped copy-on-write: writable, private to this process, sharing
+    the page cache's pages until written. Read into memory where it cannot be mapped."""
+    with open(path, "rb", buffering=0) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return memoryview(bytearray())
+        try:
+            return memoryview(mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY))
+        except (OSError, ValueError) as exc:
+            log.debug("cannot map %s (%s); reading it", path, exc)
+            return _read_pool(handle, size, path)
+
+
+def _read_pool(handle: io.FileIO, size: int, path: Path) -> memoryview:
+    """The whole buffer file in writable memory, read once (no zero-filling pass first)."""
+    view = _uninitialized(size)
+    done = 0
+    while done < size:
+        count = handle.readinto(view[done:])
+        if not count:
+            raise InputsError(f"{path} is shorter than its manifest says")
+        done += count
+    return view
+
+
+def load_inputs(
+    task: str | None = None, home: Path | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task).
+
+    Found in this process's own session, else in the session whose VS Code started
+    this process (its terminals and "debug again"), else the newest capture of the
+    task in ``home`` (default ``$PODCODE_HOME``).
+    """
+    home = home or podcode_home()
+    folder = find_inputs(task or _default_task(home, os.environ), home)
+    manifest = _read_manifest(folder)
+    missing = [entry["name"] for entry in manifest["arguments"] if "error" in entry]
+    if missing:
+        raise InputsError(
+            f"inputs {', '.join(map(repr, missing))} of {manifest['task']} could not be saved "
+            "when the task failed (see the session log); call the task with your own values"
+        )
+    view = _map_pool(folder / "buffers.bin")
+    if any(offset + length > view.nbytes for offset, length in manifest["buffers"]):
+        raise InputsError(f"{folder / 'buffers.bin'} is shorter than its manifest says")
+    buffers = [view[offset : offset + length] for offset, length in manifest["buffers"]]
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    with open(folder / "data.bin", "rb") as data:
+        blob = data.read()
+    for entry in manifest["arguments"]:
+        first, last = entry["buffers"]
+        chunk = blob[entry["offset"] : entry["offset"] + entry["size"]]
+        value = pickle.loads(chunk, buffers=buffers[first:last])  # noqa: S301 - our own capture
+        if isinstance(value, pickle.PickleBuffer):
+            value = bytes(value)
+        if entry["kind"] == "positional":
+            args.append(value)
+        else:
+            kwargs[entry["name"]] = value
+    return tuple(args), kwargs

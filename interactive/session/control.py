@@ -1,0 +1,286 @@
+"""The control API (aiohttp): status, resume, keep-alive, activity, abort.
+
+``GET /healthz`` is open; everything under ``/api/`` needs
+``Authorization: Bearer <token>``, compared in constant time.
+
+Bounded and quiet: a connection must deliver each request head within
+``head_timeout`` (of connecting, or of its previous request), and a body
+within ``body_timeout``, or it is closed (a client that sends half a request
+cannot hold a connection). aiohttp's own error logging goes through
+:class:`OneLineFilter`: a malformed request is one line that names its kind,
+never its bytes (which may carry the token), and no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import socket
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from interactive.base.errors import ResumeConflict
+from interactive.base.ports import url_of
+from interactive.base.state import SessionState
+from interactive.distributed.peers import PEER_HEADER
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+MAX_KEEPALIVE_SECONDS = 7 * 24 * 3600
+HEAD_TIMEOUT_SECONDS = 10.0
+"""Time a connection gets to send a complete request head (after connecting or after its
+previous request); then it is closed."""
+BODY_TIMEOUT_SECONDS = 10.0
+"""Time a request gets to send its body once its head arrived; then 408 and closed."""
+LINGER_SECONDS = 2.0
+"""How long an unread body is drained after the response before the connection closes."""
+
+
+class Controls(Protocol):
+    """What the API can ask of the session."""
+
+    state: SessionState
+
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        """What the resume will patch; ResumeConflict when it cannot resume."""
+
+    def abort(self, peer: bool = False) -> None: ...
+
+    def keepalive(self, seconds: float) -> float | None: ...  # the new reap_at
+
+    def peer_status(self) -> dict[str, Any]: ...  # the other ranks of the pod, if any
+
+
+def _authorized(request: web.Request, token: str) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    # Undecodable bytes arrive as surrogates: compare them as the bytes they were.
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode("utf-8", "surrogateescape"), token.encode()
+    )
+
+
+def _auth_middleware(token: str, state: SessionState) -> Any:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        guard = request.protocol if isinstance(request.protocol, GuardedHandler) else None
+        if guard is not None:
+            guard.request_started()
+        try:
+            if request.path.startswith("/api/"):
+                if not _authorized(request, token):
+                    return web.json_response(
+                        {"error": "missing or wrong bearer token"}, status=401
+                    )
+                if request.method != "GET":
+                    # Reading the status is not activity: the companion extension polls it
+                    # from any open browser tab, and an untouched tab must not keep a GPU.
+                    state.touch()
+            return await handler(request)
+        finally:
+            if guard is not None:
+                guard.request_finished()
+
+    return middleware
+
+
+def _from_peer(request: web.Request) -> bool:
+    """Forwarded by another rank of the pod: do not forward it again."""
+    return request.headers.get(PEER_HEADER) == "1"
+
+
+async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    try:
+        raw = await asyncio.wait_for(request.read(), timeout)
+    except asyncio.TimeoutError:
+        raise web.HTTPRequestTimeout(
+            text='{"error": "the body did not arrive in time"}',
+            content_type="application/json", headers={"Connection": "close"},
+        ) from None
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(
+            text='{"error": "body is not JSON"}', content_type="application/json"
+        ) from None
+    if not isinstance(body, dict):
+        raise web.HTTPBadRequest(
+            text='{"error": "body must be a JSON object"}', content_type="application/json"
+        )
+    return body
+
+
+def build_app(
+    controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS
+) -> web.Application:
+    state = controls.state
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def status(request: web.Request) -> web.Response:
+        return web.json_response({**state.status(), **controls.peer_status()})
+
+    async def resume(request: web.Request) -> web.Response:
+        try:
+            planned = controls.resume(peer=_from_peer(request))
+        except ResumeConflict as exc:
+            return web.json_response({"error": str(exc), "state": state.state}, status=409)
+        return web.json_response({"state": "resuming", **(planned or {})}, status=202)
+
+    async def keepalive(request: web.Request) -> web.Response:
+        body = await _json_body(request, body_timeout)
+        seconds = body.get("seconds", 3600)
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 < seconds <= MAX_KEEPALIVE_SECONDS
+        ):
+            return web.json_response(
+                {"error": f"seconds must be a number in (0, {MAX_KEEPALIVE_SECONDS}]"}, status=400
+            )
+        reap_at = controls.keepalive(float(seconds))
+        return web.json_response({"reap_at": reap_at, "keepalive_until": state.keepalive_until})
+
+    async def activity(request: web.Request) -> web.Response:
+        body = await _json_body(request, body_timeout)
+        log.debug("activity reported: %s", body.get("kind", "unknown"))
+        return web.json_response({"ok": True})
+
+    async def abort(request: web.Request) -> web.Response:
+        controls.abort(peer=_from_peer(request))
+        return web.json_response({"state": state.state}, status=202)
+
+    app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/api/status", status)
+    app.router.add_post("/api/resume", resume)
+    app.router.add_post("/api/keepalive", keepalive)
+    app.router.add_post("/api/activity", activity)
+    app.router.add_post("/api/abort", abort)
+    return app
+
+
+class OneLineFilter(logging.Filter):
+    """Rewrites aiohttp's server log records: one line, nothing the client sent.
+
+    A malformed request (aiohttp's ``HttpProcessingError``: bad request line,
+    header or length) becomes "malformed request from PEER answered 400
+    (BadHttpMessage)". Any other exception keeps its traceback's frames but
+    loses its message, which may quote a header.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "control API: malformed request from %s answered %d (%s)"
+            record.args = (peer, exc.code or 400, type(exc).__name__)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        elif exc is not None:
+            record.msg = "control API: %s while handling a request from %s"
+            record.args = (type(exc).__name__, peer)
+            frames = "".join(traceback.format_tb(exc.__traceback__))
+            record.exc_info, record.exc_text = None, f"Traceback:\n{frames}{type(exc).__name__}"
+        record.msg = " ".join(str(record.msg).split()) if exc is None else record.msg
+        return True
+
+
+http_log = logging.getLogger(f"{__name__}.http")
+"""The logger aiohttp's request handlers write to (filtered by :class:`OneLineFilter`)."""
+http_log.addFilter(OneLineFilter())
+
+
+class GuardedHandler(web.RequestHandler):
+    """aiohttp's connection handler with a deadline for each request head.
+
+    The deadline runs from the connection's start and again from the end of each
+    request; the request's arrival at the application stops it. When it passes,
+    the connection is closed: a client sending half a request (slowloris) or an
+    idle connection is cut off.
+    """
+
+    def __init__(self, manager: web.Server, *, head_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self.head_timeout = head_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def request_started(self) -> None:
+        self._disarm()
+
+    def request_finished(self) -> None:
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = asyncio.get_running_loop().call_later(self.head_timeout, self._expire)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _expire(self) -> None:
+        self._head_timer = None
+        log.debug("control API: no complete request within %gs; closing the connection",
+                  self.head_timeout)
+        self.force_close()
+
+
+class ControlServer:
+    """Runs the API on an already-bound socket; ``url`` is where it answers."""
+
+    def __init__(
+        self,
+        controls: Controls,
+        token: str,
+        sock: socket.socket,
+        *,
+        head_timeout: float = HEAD_TIMEOUT_SECONDS,
+        body_timeout: float = BODY_TIMEOUT_SECONDS,
+    ) -> None:
+        self._runner = web.AppRunner(
+            build_app(controls, token, body_timeout), handle_signals=False, access_log=None
+        )
+        self._sock = sock
+        self._head_timeout = head_timeout
+        self._listener: asyncio.AbstractServer | None = None
+        self.url = url_of(sock)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        manager = self._runner.server
+        assert manager is not None
+        loop = asyncio.get_running_loop()
+
+        def connection() -> GuardedHandler:
+            return GuardedHandler(
+                manager, loop=loop, head_timeout=self._head_timeout, access_log=None,
+                logger=http_log, lingering_time=LINGER_SECONDS,
+            )
+
+        self._listener = await loop.create_server(connection, sock=self._sock)
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        await self._runner.cleanup()
+        self._sock.close()

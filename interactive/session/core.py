@@ -1,0 +1,591 @@
+"""One debug session: open it on a failure, wait for the engineer, close it.
+
+The session owns the collaborators (control API, debugpy post-mortem, IDE,
+monitor, pod) and the event loop they run on. The decorated call blocks in
+:meth:`Session.wait` on the main thread until a command arrives: resume,
+abort, reaped or preempted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import secrets
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interactive.base import record
+from interactive.base.errors import ResumeConflict, SessionError
+from interactive.base.loop import LoopThread
+from interactive.base.ports import bind_free, free_port, url_of
+from interactive.base.settings import Settings, ensure_home, podcode_home
+from interactive.base.state import SessionState
+from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
+from interactive.distributed.peers import (
+    Peers,
+    PeerSampler,
+    process_identity,
+    rank_home,
+    set_in_session,
+)
+from interactive.distributed.peers import current as current_peers
+from interactive.inputs.capture import CaptureReport, save_session_inputs
+from interactive.resume.plan import ArgShape, Resume, plan_resume
+from interactive.session import postmortem, vscode_files
+from interactive.session.ide import Ide, start_ide
+from interactive.session.watchdog import Watchdog, start_watchdog
+from interactive.storage.workspace import Snapshot
+
+if TYPE_CHECKING:
+    from interactive.session.control import ControlServer
+
+log = logging.getLogger(__name__)
+
+IDE_TIMEOUT_SECONDS = 60.0
+"""How long the session waits for a code-server that is already installed to start."""
+IDE_INSTALLING = "the IDE (code-server) is being installed; it joins this session when ready"
+MAIL_TIMEOUT_SECONDS = 20.0
+"""How long a successful task waits for the "here is your fix" email before it returns."""
+
+
+def make_home(home: Path, inner: Path) -> None:
+    """``$PODCODE_HOME`` and this session's folder in it (0700), or a :class:`SessionError`
+    that says how to fix it."""
+    try:
+        ensure_home(home, inner)
+        probe = inner / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise SessionError(
+            f"PODCODE_HOME={str(home)!r} is not writable ({exc.strerror or exc}): point "
+            "PODCODE_HOME at a writable folder, such as an emptyDir volume"
+        ) from None
+
+
+def _port(url: str | None) -> int:
+    return int(url.rstrip("/").rsplit(":", 1)[1]) if url else 0
+
+
+@dataclass(frozen=True)
+class Command:
+    """What the waiting task is told to do."""
+
+    kind: str  # "resume", "abort", "reaped", "preempted"
+    detail: Any = None
+
+
+@dataclass
+class Endpoints:
+    control_url: str = ""
+    debug: tuple[str, int] = ("127.0.0.1", 0)
+    code_server_url: str | None = None
+
+
+@dataclass
+class Session:
+    """A debug session for one task; opened once, re-armed if the fixed task fails again."""
+
+    task: TaskRef
+    settings: Settings
+    workspace: Path
+    home: Path = field(default_factory=podcode_home)
+    clock: Clock = system_clock
+    state: SessionState = field(init=False)
+    commands: queue.SimpleQueue[Command] = field(default_factory=queue.SimpleQueue)
+    """SimpleQueue: ``put`` is safe inside the SIGTERM handler."""
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    capture: CaptureReport | None = None
+    snapshot: Snapshot | None = None
+    pod: Any = None
+    ide: Ide | None = None
+    peers: Peers | None = field(default_factory=current_peers)
+    """The other ranks of this pod (None: a single process)."""
+
+    def __post_init__(self) -> None:
+        self.base_home = self.home
+        self.local_rank = 0
+        if self.peers is not None:
+            self.home = rank_home(self.home, self.peers.info)
+            self.local_rank = self.peers.info.local_rank
+        self.leader = True
+        """Serves the pod's IDE, marks the pod, emails and deletes it (the first rank to
+        open a session; always true for a single process)."""
+        self.state = SessionState(
+            self.task.name,
+            clock=self.clock,
+            owner=self.settings.owner,
+            max_idle_seconds=self.settings.max_idle_seconds,
+            grace_seconds=self.settings.grace_seconds,
+        )
+        self.token = secrets.token_urlsafe(32)
+        self.password = secrets.token_urlsafe(18) if self.settings.auth == "password" else None
+        self._loop: LoopThread | None = None
+        self._control: ControlServer | None = None
+        self._postmortem = postmortem.PostMortem()
+        self._resume_base: Snapshot | None = None
+        self._task_fn: Any = None
+        self._shape = ArgShape(0, ())
+        self.config_root = self.workspace
+        """Where the ``.vscode`` configurations are (the workspace unless it is read-only)."""
+        self._ide_launched = threading.Event()
+        self._ide_ready = threading.Event()
+        self._notifier: Any = None
+        self._recorded = False
+        self._record_lock = threading.Lock()
+
+    # -- the API's controls (called on the loop thread) -------------------------------
+    def resume(self, peer: bool = False) -> dict[str, Any]:
+        """Resume this rank and (unless a peer asked) every other local rank in a session.
+
+        The edits are planned now: an edit that cannot be patched in place, or inputs
+        that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
+        """
+        if self.state.state not in ("waiting", "warned"):
+            raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
+        assert self._resume_base is not None, "the session is not open"
+        planned = plan_resume(self._resume_base, self._task_fn, self._shape)
+        self.state.set(state="resuming", reap_at=None)
+        self.commands.put(Command("resume", planned))
+        self._tell_peers("resume", peer)
+        return {
+            "patched": planned.plan.patched,
+            "not_executed": planned.plan.not_executed,
+        }
+
+    def patched(self, planned: Resume) -> None:
+        """The plan was applied: the next resume patches what changes after it."""
+        self._resume_base = planned.base
+
+    def abort(self, peer: bool = False) -> None:
+        self.commands.put(Command("abort"))
+        self._tell_peers("abort", peer)
+
+    def _tell_peers(self, command: str, peer: bool) -> None:
+        if self.peers is not None and not peer:
+            asyncio.get_running_loop().run_in_executor(None, self.peers.forward, command)
+
+    def peer_status(self) -> dict[str, Any]:
+        """The rank part of ``GET /api/status`` (empty for a single process)."""
+        if self.peers is None:
+            return {}
+        return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status()}
+
+    def keepalive(self, seconds: float) -> float | None:
+        from interactive.culler.monitor import keepalive
+
+        return keepalive(self.state, self.settings, seconds)
+
+    # -- lifecycle (called on the main thread) -----------------------------------------
+    def open(
+        self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Capture, configure, serve and record; returns once the session waits.
+
+        The IDE joins when it is ready: a code-server that must be installed first
+        (minutes) never holds the session back; debugpy and the control API serve
+        meanwhile and the status says the IDE is on its way."""
+        started = time.perf_counter()
+        self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
+        make_home(self.base_home, self.home)
+        set_in_session(True)
+        self.leader = self.peers is None or self.peers.try_lead()
+        self.config_root = self._config_root()
+        bind = self.settings.bind
+        control_sock = bind_free(bind, self._offset(self.settings.control_port), "control_port")
+        self.endpoints.control_url = url_of(control_sock)
+        self._loop = LoopThread()
+        settled = threading.Event()
+        if self.settings.ide != "none" and self.leader:
+            # code-server takes the longest: start it first, set up the rest while it boots.
+            self._loop.spawn(self._serve_ide(settled, bind), "ide")
+            settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+        paths = record.record_paths(self.home, self.base_home)
+        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
+        from interactive.session.control import (
+            ControlServer,  # aiohttp: imported while the IDE boots
+        )
+
+        self._control = ControlServer(self, self.token, control_sock)
+        self._loop.call(self._control.start())
+        self.capture = save_session_inputs(
+            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes
+        )
+        for name in self.capture.failed:
+            self.state.note(
+                f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
+            )
+        self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.debug_port))
+        vscode_files.write_configurations(
+            self.config_root,
+            self.task,
+            home=self.home,
+            debug=self.endpoints.debug,
+            control={"control_url": self.endpoints.control_url, "token": self.token},
+            ranks=self._rank_endpoints(),
+            source=self.workspace,
+            ide=self.settings.ide,
+        )
+        self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
+        self._resume_base = self.snapshot
+        self._ide_ready.wait(IDE_TIMEOUT_SECONDS if self._ide_launched.is_set() else 0)
+        self._say_where_edits_go()
+        self._arm(excinfo)
+        self._loop.spawn(self._watch(), "monitor")
+        self._announce()
+        log.info(
+            "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
+            self.task.name,
+            time.perf_counter() - started,
+            self._control.url,
+            *self.endpoints.debug,
+            f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
+        )
+
+    def _announce(self) -> None:
+        """One line on the task's output: where the session is and what to do (no secret)."""
+        where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
+        if self.endpoints.code_server_url:
+            where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
+                            f"\"password\" in {record.session_dir(self.home) / record.FILE})")
+        elif self.settings.ide != "none" and self.leader:
+            where.insert(0, "VS Code when code-server is ready (podcode status)")
+        print(
+            f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
+            "fix the code, then podcode resume (or abort)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _config_root(self) -> Path:
+        """Where ``.vscode`` goes: the workspace, or (read-only source) a folder in the home
+        that the IDE opens beside it."""
+        if vscode_files.writable(self.workspace):
+            return self.workspace
+        root = self.home / "ide-workspace"
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.state.note(
+            f"the source folder {self.workspace} is read-only: fixes can be made and resumed "
+            f"only where it is writable; the debug configurations are in {root}"
+        )
+        return root
+
+    async def _serve_ide(self, settled: threading.Event, bind: str) -> None:
+        """Start code-server (installing it first if need be), then supervise it."""
+        opens = self.workspace
+        if self.config_root != self.workspace:
+            opens = vscode_files.write_code_workspace(self.home, [self.workspace, self.config_root])
+
+        def installing() -> None:
+            self.state.note(IDE_INSTALLING)
+            settled.set()
+
+        def launching() -> None:
+            self._ide_launched.set()
+            settled.set()
+
+        try:
+            ide = await start_ide(
+                self.settings,
+                workspace=opens,
+                home=self.home,
+                port=free_port(bind, self.settings.port, "port"),
+                password=self.password,
+                note=self.state.note,
+                installing=installing,
+                launching=launching,
+            )
+        finally:
+            settled.set()
+            self.state.forget(IDE_INSTALLING)
+            self._ide_ready.set()
+        if ide is None:
+            return
+        self.ide = ide
+        self.endpoints.code_server_url = ide.url
+        if self.state.state in ("waiting", "warned"):
+            self._record()  # the IDE joined a session that was already waiting
+        await ide.supervise()
+
+    def _say_where_edits_go(self) -> None:
+        """Say once, when the session opens, if a fix would not outlive the pod."""
+        from interactive.storage.store import local_root, store_url
+
+        url = store_url()
+        if local_root(url) is None or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return
+        fallback = ", and mailed to the owner" if self.settings.owner else ""
+        message = (
+            f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
+            "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
+            "after the pod ends"
+        )
+        if message not in self.state.notes:  # once per session, not per resume
+            log.warning("%s", message)
+            self.state.note(message)
+
+    def _offset(self, port: int) -> int:
+        """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""
+        return port + self.local_rank if port else 0
+
+    def _rank_endpoints(self) -> list[vscode_files.RankEndpoint]:
+        """Where each local rank's debugger listens: its record's port, else the expected one."""
+        if self.peers is None:
+            return []
+        known = {p.local_rank: p for p in self.peers.others() if p.alive}
+        info = self.peers.info
+        endpoints = []
+        for local in range(info.local_world_size):
+            if local == self.local_rank:
+                host, port = self.endpoints.debug
+            elif local in known and isinstance(known[local].record.get("debug"), dict):
+                debug = known[local].record["debug"]
+                host, port = str(debug["host"]), int(debug["port"])
+            elif self.settings.debug_port:
+                host, port = self.settings.bind, self.settings.debug_port + local
+            else:
+                continue
+            endpoints.append(vscode_files.RankEndpoint(local, host, port))
+        return endpoints
+
+    def _arm(self, excinfo: ExcInfo | None) -> None:
+        error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
+        self.state.set(state="waiting", error=error, attempt=self.state.attempt + 1, reap_at=None)
+        self.state.touch()
+        self._postmortem.present(excinfo)
+        self._record()
+
+    async def _watch(self) -> None:
+        """Find the pod, mark it, then watch for idleness until reaped or closed."""
+        from interactive.culler.monitor import default_deps, run_monitor
+        from interactive.kube.pod import PodClient
+
+        loop = asyncio.get_running_loop()
+        if self.leader:  # one rank speaks for the pod
+            self.pod = await loop.run_in_executor(None, PodClient.discover)
+        if self.pod is not None:
+            ports = {
+                "code_server": _port(self.endpoints.code_server_url),
+                "control": _port(self.endpoints.control_url),
+                "debug": self.endpoints.debug[1],
+            }
+            await loop.run_in_executor(
+                None,
+                lambda: self.pod.mark_session(
+                    task=self.task.name,
+                    state=self.state.state,
+                    owner=self.settings.owner,
+                    ports=ports,
+                    home=str(self.home),
+                ),
+            )
+            for problem in self.pod.problems:  # e.g. a permission the Role lacks
+                self.state.note(problem)
+        deps = default_deps(
+            self.settings,
+            self.state,
+            workspace=self.workspace,
+            pod=self.pod,
+            ide_pids=lambda: self.ide.pids() if self.ide is not None else [],
+        )
+        self._notifier = deps.notifier
+        if self.peers is not None:
+            deps.samplers = [
+                *deps.samplers,
+                PeerSampler(self.peers, self.state.touch, self._record),
+            ]
+            if not self.leader:  # the leader warns the owner and deletes the pod
+                deps.notifier = None
+        await run_monitor(
+            self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier)
+        )
+
+    async def _reap(self, notifier: Any) -> None:
+        from interactive.culler.cleanup import cleanup
+        from interactive.storage.store import open_store
+
+        try:
+            store = open_store()
+        except Exception:
+            log.exception("the store cannot be opened; the edits cannot be saved")
+            store = None
+        report = await cleanup(
+            state=self.state,
+            settings=self.settings,
+            snapshot=self.snapshot,
+            store=store,
+            ide=self.ide,
+            pod=self.pod,
+            notifier=notifier,
+            clock=self.clock,
+        )
+        self.ide = None if report.ide_stopped else self.ide
+        self.commands.put(Command("reaped", report.edits_url))
+
+    def save_edits(self) -> str | None:
+        """Copy the engineer's edits (since the session opened) to the store now; the store
+        URL, or None when nothing changed or they could not be saved."""
+        if self.snapshot is None or not self.snapshot.changed():
+            return None
+        from interactive.storage.edits import save_edits
+        from interactive.storage.store import open_store
+
+        try:
+            return save_edits(self.snapshot, open_store(), self.task.name, self.clock()).url
+        except Exception:
+            log.exception("could not save the edits of %s", self.task.name)
+            return None
+
+    def deliver_fix(self) -> None:
+        """The resumed task succeeded: save the fix, say where it is, mail it to the owner."""
+        url = self.save_edits()
+        if url is None or self.snapshot is None:
+            return
+        name = self.task.name
+        print(
+            f"podcode: your fix of {name} is saved in {url}; apply it to your checkout with: "
+            f"podcode edits {name} | git apply",
+            flush=True,
+        )
+        if self._notifier is not None and self._loop is not None:
+            self._mail_fix(url, self.snapshot)
+
+    def _mail_fix(self, url: str, snapshot: Snapshot) -> None:
+        from interactive.culler.monitor import describe_pod
+        from interactive.storage.edits import git_prefix
+        from vscode_config.mail import ResumedMail, render_resumed
+
+        mail = ResumedMail(
+            pod=describe_pod(self.pod, None),
+            task=self.task.name,
+            finished_at=self.clock(),
+            edits_url=url,
+            patch=snapshot.diff(prefix=git_prefix(snapshot.root)).encode(),
+            changed=snapshot.changed(),
+        )
+        assert self._loop is not None
+        try:
+            self._loop.call(self._notifier.send(render_resumed(mail)), MAIL_TIMEOUT_SECONDS)
+        except Exception as exc:  # the task succeeded: a slow mail server must not hold it
+            log.warning("the email with the fix of %s was not sent: %r", self.task.name, exc)
+
+    def reopen(self, excinfo: ExcInfo) -> None:
+        """The resumed task failed again: show the new exception, wait again."""
+        self._arm(excinfo)
+
+    def running(self) -> None:
+        self.state.set(state="running")
+        self._record()
+
+    def _label(self) -> None:
+        pod, loop = self.pod, self._loop
+        if pod is not None and loop is not None:
+            state = self.state.state
+            loop.loop.call_soon_threadsafe(
+                lambda: loop.loop.run_in_executor(None, pod.set_state, state)
+            )
+
+    def wait(self) -> Command:
+        """Block the calling (main) thread until a command arrives."""
+        debugpy = sys.modules.get("debugpy")
+        if debugpy is not None:
+            # Keep the waiting thread out of the debugger's "suspend all threads".
+            debugpy.trace_this_thread(False)
+        with postmortem.out_of_sight():  # not listed in the debugger's threads either
+            command = self.commands.get()
+        log.info("session for %s: %s", self.task.name, command.kind)
+        return command
+
+    def _record(self) -> None:
+        self._label()
+        host, port = self.endpoints.debug
+        ide_url, password = self.endpoints.code_server_url, self.password
+        if not self.leader and self.peers is not None:  # the pod's IDE is the leader's
+            lead = self.peers.leader()
+            ide_url = lead.record.get("code_server_url") if lead else None
+            password = lead.record.get("password") if lead else None
+        data = {
+            "state": self.state.state,
+            "task": self.task.name,
+            "error": self.state.error,
+            "attempt": self.state.attempt,
+            "workspace": str(self.workspace),
+            "config_root": str(self.config_root),
+            "control_url": self.endpoints.control_url,
+            "token": self.token,
+            "debug": {"host": host, "port": port},
+            "code_server_url": ide_url,
+            "password": password if ide_url else None,
+            **process_identity(),
+            "inputs": str(self.capture.folder) if self.capture else None,
+            "last_activity": self.state.last_activity,
+        }
+        if self.peers is not None:
+            data.update(rank=self.peers.info.as_dict(), leader=self.leader)
+        self._write_record(data)
+
+    def _write_record(self, data: dict[str, Any]) -> None:
+        """The session's own record; a rank's also in its rank folder; and the home's
+        ``session.json`` while this session holds it (the first one, the ranks' leader).
+        The main thread and the loop (an IDE that joins late) both write: one at a time."""
+        with self._record_lock:
+            self._recorded = True
+            record.write_session(record.session_dir(self.home), data)
+            if self.home != self.base_home:
+                record.write_session(self.home, data)
+            if self.leader:
+                record.write_claimed(self.base_home, data)
+
+    def close(self, final_state: str) -> None:
+        """Stop everything this session started; safe to call twice. Every step runs, even
+        when an earlier one fails (each failure is logged once)."""
+        self.state.set(state=final_state)
+        loop, self._loop = self._loop, None
+        ide, self.ide = self.ide, None
+        control = self._control
+        steps: list[tuple[str, Callable[[], object]]] = [("the debugger", self._postmortem.stop)]
+        if loop is not None:
+            if ide is not None:
+                steps.append(("the IDE", lambda: loop.call(ide.stop(), 30)))
+            if control is not None:
+                steps.append(("the control API", lambda: loop.call(control.stop(), 10)))
+            steps.append(("the session's tasks", loop.stop))
+        if self.pod is not None:
+            steps.append(("the pod's label", lambda: self.pod.set_state(final_state)))
+        remove_token = vscode_files.remove_session_file
+        steps.append(("the companion's token file", lambda: remove_token(self.config_root)))
+        if self._recorded:
+            steps.append(("the session record", self._record_end))
+        if final_state == "done":  # kept after a failure, an abort, a cleanup, for debugging
+            folder = record.session_dir(self.home)  # the record and the captured inputs
+            steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
+        if self.peers is not None:
+            steps.append(("the rank's lead", self.peers.release))
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("closing the session of %s: could not stop %s", self.task.name, what)
+        set_in_session(False)
+        watchdog, self._watchdog = getattr(self, "_watchdog", None), None
+        if watchdog is not None:
+            watchdog.stop()
+
+    def _record_end(self) -> None:
+        self._write_record(
+            {
+                "state": self.state.state,
+                "task": self.task.name,
+                "error": self.state.error,
+                "workspace": str(self.workspace),
+                **process_identity(),
+            }
+        )

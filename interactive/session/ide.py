@@ -1,0 +1,103 @@
+"""Start the session's IDE (code-server) or none, behind one small interface."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from interactive.base.identity import own_session_id
+from interactive.base.settings import Settings
+
+log = logging.getLogger(__name__)
+
+PORT_ATTEMPTS = 3
+"""Starts of code-server when its port is taken meanwhile (then on a port the system picks)."""
+
+
+class Ide(Protocol):
+    url: str
+
+    async def supervise(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def pids(self) -> list[int]: ...
+
+
+async def start_ide(
+    settings: Settings,
+    *,
+    workspace: Path,
+    home: Path,
+    port: int,
+    password: str | None,
+    note: Callable[[str], None],
+    installing: Callable[[], None] = lambda: None,
+    launching: Callable[[], None] = lambda: None,
+) -> Ide | None:
+    """code-server serving ``workspace``, ready; None with ``ide="none"``.
+
+    When code-server cannot be found, installed or started, the session goes on
+    without it (debugpy and the control API still serve): the error, which names
+    the ways to provide code-server, is logged and shown in the status notes.
+    ``installing`` is called before code-server is installed (when it is not found),
+    ``launching`` once its process is spawned (or will not be): until then the caller
+    should leave the CPU to it (the spawn is the start of its boot).
+
+    The control URL and token are not handed to code-server: its environment is
+    readable in ``/proc`` for the life of every process it starts (terminals included).
+    The companion extension reads them from the ``0600`` workspace file
+    ``.vscode/podcode-session.json`` instead.
+    """
+    try:
+        if settings.ide == "none":
+            return None
+        from server_bootstrap.codeserver import CodeServer
+        from server_bootstrap.config import CodeServerConfig
+        from server_bootstrap.errors import BootstrapError, CodeServerStartError
+        from server_bootstrap.locate import ensure_code_server, find_code_server
+
+        loop = asyncio.get_running_loop()
+        try:
+            config = CodeServerConfig.from_environ()
+            binary = await loop.run_in_executor(None, find_code_server, config)
+            if binary is None:
+                installing()
+                binary = await loop.run_in_executor(None, ensure_code_server, config)
+            for attempt in range(PORT_ATTEMPTS):
+                server = CodeServer(
+                    binary,
+                    workspace=workspace,
+                    bind=settings.bind,
+                    port=port,
+                    data_dir=home / "code-server",
+                    password=password,
+                    extensions=list(settings.extensions),
+                    companion=True,
+                    marker=own_session_id(),  # the watchdog ends every process carrying it
+                )
+                try:
+                    await server.start(spawned=launching)
+                    break
+                except CodeServerStartError as exc:
+                    # It binds the port itself, so another process may take it first: then
+                    # any port the system gives it (it says which; it cannot be taken).
+                    if "EADDRINUSE" not in str(exc) or attempt == PORT_ATTEMPTS - 1:
+                        raise
+                    log.warning("port %d was taken as code-server started; using any free one",
+                                port)
+                    port = 0
+        except BootstrapError as exc:
+            message = (
+                f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
+            )
+            log.error("%s", message)
+            note(message)
+            return None
+        log.info("code-server serves %s at %s", workspace, server.url)
+        return server
+    finally:
+        launching()

@@ -1,0 +1,252 @@
+"""Live post-mortem through debugpy: an attaching client stops in the failed frame.
+
+debugpy can listen once per process, so the listener is shared by every
+session of the process. A dedicated thread presents the exception: when a
+client attaches it calls ``debugpy.trigger_exception_handler`` with the kept
+traceback (the client sees the failed frames and their locals); when the
+client continues or disconnects, it waits for the next client.
+
+What the client sees: the thread that presents the exception, named after the
+task, stopped in the failed frame. The thread waiting for a command
+(:func:`out_of_sight`) and podcode's service threads
+(:func:`interactive.base.threads.mark_service_thread`) are neither listed nor
+suspended. The presenter is never suspended or traced otherwise, and it stands
+for the hidden main thread: debugpy ends its session once no listed thread is
+the main one or a non-daemon one.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from interactive.base.context import current_task
+from interactive.base.errors import SessionError
+from interactive.base.ports import bind_free
+from interactive.base.threads import run_in_thread, start_thread
+from interactive.base.types import ExcInfo
+
+log = logging.getLogger(__name__)
+
+_listening: tuple[str, int] | None = None
+_listen_lock = threading.Lock()
+_new_client = threading.Event()
+"""Set whenever a client starts a debug session (its DAP ``initialize``)."""
+
+
+def _watch_clients() -> None:
+    """Learn when a new client initializes, even if the previous one just left.
+
+    debugpy only tells whether *a* client is connected; a client that detaches and
+    another that attaches within one poll would look like one. pydevd calls
+    ``on_initialize`` for each new DAP session, so we chain onto it.
+    """
+    try:
+        import pydevd  # vendored by debugpy, importable once debugpy is listening
+
+        debugger = pydevd.get_global_debugger()
+        original = debugger.on_initialize
+    except (ImportError, AttributeError):
+        log.debug("cannot watch debug clients; falling back to polling")
+        return
+
+    def on_initialize() -> None:
+        _new_client.set()
+        original()
+
+    debugger.on_initialize = on_initialize
+
+
+LISTEN_TIMEOUT_SECONDS = 15.0
+"""debugpy waits for its listener with no limit; podcode gives up after this long."""
+
+
+def listen(host: str, port: int) -> tuple[str, int]:
+    """Start debugpy's listener once, on ``port`` or the next free one (claimed, never
+    probed: see :mod:`interactive.base.ports`); later calls return where it listens."""
+    global _listening
+    with _listen_lock:
+        if _listening is None:
+            # Read by debugpy at import: silence its warning about frozen stdlib modules,
+            # which only matters for breakpoints inside the standard library.
+            os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+            import debugpy
+            import debugpy.server.api  # noqa: F401 - puts the vendored pydevd on the path
+
+            debugpy.configure(subProcess=False)
+            failure = _claim_ports_in_pydevd()
+            endpoint = _with_deadline(
+                lambda: debugpy.listen((host, port), in_process_debug_adapter=True),
+                LISTEN_TIMEOUT_SECONDS,
+                lambda: f"debugpy could not listen on {host}:{port}: "
+                + (repr(failure[0]) if failure else "no answer"),
+            )
+            _listening = (str(endpoint[0]), int(endpoint[1]))
+            _watch_clients()
+            log.info("debugpy listens on %s:%d", *_listening)
+        return _listening
+
+
+def _claim_ports_in_pydevd() -> list[BaseException]:
+    """Make pydevd claim its port the way podcode does: bind and listen, moving to the next
+    port when one is taken. pydevd binds on a thread of its own, and a failed bind there
+    leaves debugpy waiting forever; the returned list receives that thread's error."""
+    import pydevd
+
+    failure: list[BaseException] = []
+    original = pydevd.create_server_socket
+    if getattr(original, "__podcode__", False):
+        return failure
+
+    def make(host: str, port: int) -> socket.socket:
+        sock: socket.socket = original(host=host, port=port)
+        try:
+            sock.listen(1)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def create_server_socket(host: str, port: int) -> socket.socket:
+        try:
+            return bind_free(host, port, "debug_port", make=make)
+        except BaseException as exc:
+            failure.append(exc)
+            raise
+
+    create_server_socket.__podcode__ = True  # type: ignore[attr-defined]
+    pydevd.create_server_socket = create_server_socket
+    return failure
+
+
+T = TypeVar("T")
+
+
+def _with_deadline(call: Callable[[], T], timeout: float, why: Callable[[], str]) -> T:
+    """``call()`` on a helper thread; :class:`SessionError` saying ``why()`` past ``timeout``."""
+    running = run_in_thread(call, "debugpy-listen")
+    try:
+        return running.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise SessionError(why()) from None
+
+
+class PostMortem:
+    """Presents one exception to every client that attaches, until stopped."""
+
+    def __init__(self, poll_seconds: float = 0.25) -> None:
+        self._excinfo: ExcInfo | None = None
+        self._stop = threading.Event()
+        self._poll = poll_seconds
+        self._thread: threading.Thread | None = None
+        self.presented = 0
+        """How many times a client was shown the exception (for tests and logs)."""
+
+    def present(self, excinfo: ExcInfo | None) -> None:
+        """Show ``excinfo`` to clients from now on (None: nothing to show); a client still
+        attached (the task failed again after a resume) is shown the new exception."""
+        self._excinfo = excinfo
+        # The client lists the stop under this thread's name: the task's.
+        name = (current_task.get() or "task").removeprefix("__main__.")
+        if self._thread is None:
+            # Listed by the debugger (it carries the stop), traced only at the stop; debugpy
+            # reads _MAIN_THREAD by this name. podcode's for the CPU sampler.
+            self._thread = start_thread(
+                self._serve, name, service=False, exact_name=True,
+                attributes={"pydev_do_not_trace": True, _MAIN_THREAD: True},
+            )
+        else:
+            self._thread.name = name
+            _release(self._thread)  # out of the old exception, if a client still sits in it
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return  # never presented: debugpy may not even listen
+        self._stop.set()
+        self._excinfo = None
+        import debugpy
+
+        cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
+        if cancel is not None:
+            with contextlib.suppress(RuntimeError):  # nobody waited for a client yet
+                cancel()
+        if self._thread is not None:
+            _release(self._thread)  # a client stopped in the exception sees it continue
+
+    def _serve(self) -> None:
+        import debugpy
+
+        while not self._stop.is_set():
+            debugpy.wait_for_client()
+            if self._stop.is_set():
+                return
+            _new_client.clear()
+            excinfo = self._excinfo
+            if excinfo is not None and debugpy.is_client_connected():
+                self.presented += 1
+                log.info("debugger attached: stopping in the failed frame")
+                self._show(debugpy, excinfo)
+            while (
+                debugpy.is_client_connected()
+                and not _new_client.is_set()
+                and self._excinfo is excinfo
+            ):
+                if self._stop.wait(self._poll):
+                    return
+
+    @staticmethod
+    def _show(debugpy: Any, excinfo: ExcInfo) -> None:
+        """Stop the client in the failed frame, on this thread, until it continues."""
+        with _flags(threading.current_thread(), pydev_do_not_trace=False):
+            try:
+                debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
+            except Exception:  # a debugger hiccup must not end the session
+                log.exception("could not show the exception to the debugger")
+
+
+_MAIN_THREAD = "__pydevd_main_thread"
+"""debugpy keeps its session while a thread so marked (or a non-daemon one) is listed."""
+
+
+def _release(thread: threading.Thread) -> None:
+    """Let ``thread`` go on if the debugger holds it suspended (no-op otherwise)."""
+    try:
+        from _pydevd_bundle.pydevd_additional_thread_info import (  # type: ignore[import-not-found]
+            set_additional_thread_info,
+        )
+        from _pydevd_bundle.pydevd_thread_lifecycle import (  # type: ignore[import-not-found]
+            internal_run_thread,
+        )
+    except ImportError:  # debugpy never listened in this process
+        return
+    internal_run_thread(thread, set_additional_thread_info)
+
+
+@contextlib.contextmanager
+def _flags(thread: threading.Thread, **flags: bool) -> Iterator[None]:
+    """Set the attributes debugpy reads on ``thread`` while inside; then as before."""
+    before = {name: getattr(thread, name, None) for name in flags}
+    for name, value in flags.items():
+        setattr(thread, name, value)
+    try:
+        yield
+    finally:
+        for name, old in before.items():
+            if old is None:
+                delattr(thread, name)
+            else:
+                setattr(thread, name, old)
+
+
+def out_of_sight(thread: threading.Thread | None = None) -> contextlib.AbstractContextManager[None]:
+    """While inside, the debugger neither lists, suspends nor traces ``thread`` (default:
+    the calling one, e.g. the main thread waiting for Resume)."""
+    return _flags(
+        thread or threading.current_thread(), is_pydev_daemon_thread=True, pydev_do_not_trace=True
+    )

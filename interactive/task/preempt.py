@@ -1,0 +1,215 @@
+"""SIGTERM (eviction, preemption, deletion): note it, wake whoever waits, run hooks later.
+
+Kubernetes sends SIGTERM, waits ``terminationGracePeriodSeconds`` (30 by
+default) and then sends SIGKILL. podcode's handler does only what is safe
+inside a signal handler: it records that the signal came and calls the
+registered wakers (``loop.call_soon_threadsafe``, ``queue.SimpleQueue.put``,
+``os.write`` to a pipe: nothing that blocks or takes a lock). The work - the
+``on_preempt`` hooks, stopping code-server, exiting with status 143 - is done
+afterwards by the code that was woken, outside the handler, bounded in time by
+:func:`run_hooks`.
+
+A handler installed before podcode's is still called, after podcode has
+recorded the signal. The default action (terminate at once) is not: the
+process ends once the hooks have run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import contextvars
+import itertools
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from interactive.base.threads import run_in_thread
+
+logger = logging.getLogger(__name__)
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class _State:
+    """Process-wide preemption state (there is one SIGTERM per process)."""
+
+    def __init__(self) -> None:
+        self.terminated_at: float | None = None
+        self.installed = False
+        self.previous: _Handler = None
+        self.wakers: dict[int, Callable[[], None]] = {}
+        self.ids = itertools.count()
+        self.in_handler = False
+
+
+_state = _State()
+
+
+def check_alive() -> bool:
+    """False once SIGTERM arrived: ``while interactive.check_alive(): train_one_step()``."""
+    return _state.terminated_at is None
+
+
+def terminated_at() -> float | None:
+    """``time.monotonic()`` when SIGTERM arrived, None if it did not."""
+    return _state.terminated_at
+
+
+def exit_status() -> int:
+    """The conventional exit status of a process ended by SIGTERM: 128 + 15."""
+    return 128 + int(signal.SIGTERM)
+
+
+def installed() -> bool:
+    """Whether :func:`install` ran (cheap: for the per-call fast path)."""
+    return _state.installed
+
+
+def install() -> None:
+    """Handle SIGTERM (idempotent). Only the main thread can; elsewhere it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        logger.debug("SIGTERM handler not installed: not in the main thread")
+        return
+    current = signal.getsignal(signal.SIGTERM)
+    if _state.installed and current is _handle:
+        return
+    _state.previous = None if current is _handle else current
+    signal.signal(signal.SIGTERM, _handle)
+    _state.installed = True
+    logger.debug("SIGTERM handler installed (previous: %r)", _state.previous)
+
+
+def uninstall() -> None:
+    """Give SIGTERM back to the handler that was there before :func:`install`."""
+    if threading.current_thread() is not threading.main_thread() or not _state.installed:
+        return
+    if signal.getsignal(signal.SIGTERM) is _handle:
+        previous = _state.previous
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    _state.installed = False
+    _state.previous = None
+
+
+def on_terminate(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` (from the handler: keep it short, non-blocking, lock-free) on SIGTERM.
+
+    If SIGTERM already arrived, ``callback`` is called at once. Returns a
+    function that unregisters it.
+    """
+    waker_id = next(_state.ids)
+    _state.wakers[waker_id] = callback
+    if not check_alive():
+        _call(callback)
+
+    def unregister() -> None:
+        _state.wakers.pop(waker_id, None)
+
+    return unregister
+
+
+def _handle(signum: int, frame: FrameType | None) -> None:
+    """The SIGTERM handler: record, wake, chain. No logging (its lock may be held)."""
+    if _state.in_handler:
+        return
+    _state.in_handler = True
+    try:
+        if _state.terminated_at is None:
+            _state.terminated_at = time.monotonic()
+        for waker in list(_state.wakers.values()):
+            _call(waker)
+        previous = _state.previous
+        if callable(previous):
+            previous(signum, frame)
+    finally:
+        _state.in_handler = False
+
+
+def _call(waker: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):  # a broken waker must not break the handler
+        waker()
+
+
+def run_hooks(hooks: Sequence[Callable[[], object]], deadline_seconds: float) -> list[str]:
+    """Run ``hooks`` one after the other within ``deadline_seconds`` in all; return errors.
+
+    Each hook runs in a daemon thread, in a copy of the caller's context (so
+    ``checkpoint_dir()`` knows the task); one still running at the deadline is
+    abandoned (it dies with the process) and the hooks after it are skipped.
+    Errors are logged and returned as one line each, naming the hook.
+    """
+    deadline = time.monotonic() + deadline_seconds
+    errors: list[str] = []
+    for index, hook in enumerate(hooks):
+        remaining = deadline - time.monotonic()
+        finished, error = (False, None) if remaining <= 0 else _run_one(hook, remaining)
+        if error is not None:
+            errors.append(error)
+        if not finished:
+            late = [hook_name(h) for h in hooks[index + (error is not None) :]]
+            if late:
+                errors.append(
+                    f"not run, the {deadline_seconds:g} s deadline passed: {', '.join(late)}"
+                )
+                logger.error("%s", errors[-1])
+            break
+    return errors
+
+
+def _run_one(hook: Callable[[], object], timeout: float) -> tuple[bool, str | None]:
+    """Run one hook for at most ``timeout`` seconds: (finished, error)."""
+    name = hook_name(hook)
+    # The hook sees the caller's current task; it stays visible to the debugger (user code).
+    running = run_in_thread(
+        hook, f"hook-{name}", service=False, context=contextvars.copy_context()
+    )
+    logger.info("running hook %s (%.1f s left)", name, timeout)
+    try:
+        exc = running.exception(timeout)
+    except concurrent.futures.TimeoutError:
+        logger.error("hook %s did not finish before the deadline; abandoned", name)
+        return False, f"hook {name} did not finish before the deadline; abandoned"
+    if exc is None:
+        return True, None
+    logger.error("hook %s failed", name, exc_info=(type(exc), exc, exc.__traceback__))
+    return True, f"hook {name} failed: {type(exc).__name__}: {exc}"
+
+
+def exit_if_terminated(
+    hooks: Sequence[Callable[[], object]],
+    deadline_seconds: float,
+    *,
+    after: Callable[[], object] | None = None,
+) -> None:
+    """After SIGTERM: run ``hooks`` (bounded), then ``after``, then raise ``SystemExit(143)``.
+
+    For the code that regains control once the task returned (its
+    ``while check_alive()`` loop ended): ``after`` is where checkpoints are
+    synced to the store. Does nothing while the process is alive.
+    """
+    if check_alive():
+        return
+    run_hooks(hooks, deadline_seconds)
+    if after is not None:
+        try:
+            after()
+        except Exception:
+            logger.exception("after SIGTERM: %s failed", hook_name(after))
+    logger.warning("SIGTERM: hooks done, exiting with status %d", exit_status())
+    raise SystemExit(exit_status())
+
+
+def hook_name(hook: Callable[[], object]) -> str:
+    module = getattr(hook, "__module__", None) or ""
+    qualname = getattr(hook, "__qualname__", None) or repr(hook)
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _reset_for_tests() -> None:
+    """Forget the SIGTERM (and the wakers); the handler stays as it is."""
+    _state.terminated_at = None
+    _state.wakers.clear()

@@ -1,0 +1,253 @@
+"""Run a decorated task: cache, retries, and the debug session when it fails."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interactive.base.context import current_task
+from interactive.base.errors import InputsError, Reaped
+from interactive.base.settings import Settings, podcode_home
+from interactive.base.types import ExcInfo, TaskRef
+from interactive.distributed import collective
+from interactive.inputs.capture import load_inputs
+from interactive.task import preempt
+from interactive.task.warmup import settle, warm_up
+
+if TYPE_CHECKING:
+    from interactive.resume.plan import Resume
+    from interactive.session.core import Session
+
+log = logging.getLogger(__name__)
+
+NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of a decorated task."""
+
+    fn: Callable[..., Any]
+    ref: TaskRef
+    settings: Settings
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+def run_task(
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The enabled path. A successful call without cache or retries costs a few microseconds:
+    nothing is captured until the task fails."""
+    token = current_task.set(ref.name)
+    try:
+        if not preempt.installed() and threading.current_thread() is threading.main_thread():
+            preempt.install()
+            warm_up()
+            _join_pod()
+        call = Call(fn, ref, settings, args, kwargs)
+        if settings.cache:
+            return _cached(call)
+        result = _attempt(call)
+        if not preempt.check_alive():
+            _leave_if_preempted(call)
+        return result
+    finally:
+        current_task.reset(token)
+
+
+def _join_pod() -> None:
+    """A rank of a distributed job tells the pod's other ranks it runs (once)."""
+    from interactive.distributed import peers, ranks
+
+    try:
+        info = ranks.detect()
+    except Exception as exc:  # the launcher's variables, not the user's: say it, go on
+        log.warning("cannot tell this process's rank (%s); it is treated as a single one", exc)
+        return
+    if info.distributed:
+        try:
+            peers.join(podcode_home(), info)
+        except OSError:
+            log.exception("%s: cannot record this rank for its peers", info.label)
+
+
+def _cached(call: Call) -> Any:
+    from interactive.storage.outputs import TaskCache
+    from interactive.storage.store import open_store
+
+    cache = TaskCache(open_store())
+    version = call.settings.cache_version
+    key = cache.key(call.ref.name, version, call.args, call.kwargs, func=call.fn)
+    hit, value = cache.get(key)
+    if hit:
+        log.info("%s: cached output reused (cache_version %s)", call.ref.name, version)
+        return value
+    result = _attempt(call)
+    _leave_if_preempted(call)
+    cache.put(key, result)
+    return result
+
+
+def _attempt(call: Call) -> Any:
+    if call.settings.mode == "startup":
+        return debug_session(call, None)
+    try:
+        if call.settings.retries:
+            from interactive.task.retry import call_with_retries
+
+            return call_with_retries(call.fn, call.args, call.kwargs, call.settings.retries)
+        return call.fn(*call.args, **call.kwargs)
+    except NEVER_DEBUGGED:
+        raise
+    except BaseException:
+        excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
+    _leave_if_preempted(call)  # the pod is going: no session, checkpoint and go
+    return debug_session(call, excinfo)
+
+
+def _sync_checkpoints(ref: TaskRef) -> None:
+    from interactive.storage.checkpoint import sync_checkpoints
+
+    try:
+        sync_checkpoints(ref.name)
+    except Exception:
+        log.exception("checkpoints of %s could not be synced to the store", ref.name)
+
+
+def _leave_if_preempted(call: Call, edits: Callable[[], object] | None = None) -> None:
+    """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
+
+    def save() -> None:
+        if edits is not None:
+            edits()
+        _sync_checkpoints(call.ref)
+
+    hooks = [call.settings.on_preempt] if call.settings.on_preempt is not None else []
+    preempt.exit_if_terminated(hooks, call.settings.preempt_grace_seconds, after=save)
+
+
+def workspace_for(ref: TaskRef, settings: Settings) -> Path:
+    if settings.workspace is not None:
+        return settings.workspace
+    if ref.source:
+        return Path(ref.source).resolve().parent
+    return Path.cwd()
+
+
+def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Pristine inputs from the capture (the failed call may have mutated its own)."""
+    if session.capture is not None and not session.capture.failed:
+        try:
+            return load_inputs(call.ref.name, session.home)
+        except InputsError:
+            log.exception("captured inputs unreadable; resuming with the objects in memory")
+    return call.args, call.kwargs
+
+
+def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
+    """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
+    settle()
+    from interactive.session.core import Command, Session
+
+    ref = call.ref
+    if excinfo is not None:
+        log.error(
+            "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
+        )
+        collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
+    session = Session(ref, call.settings, workspace_for(ref, call.settings))
+    unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
+    final = "failed"
+    try:
+        try:
+            session.open(excinfo, call.fn, call.args, call.kwargs)
+        except Exception as exc:
+            return _without_session(call, excinfo, exc)
+        _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
+        value = _serve(call, session, excinfo)
+        final = "done"
+        return value
+    finally:
+        unregister()
+        session.close(final)
+
+
+def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:
+    """Wait for commands; the resumed task's value once it succeeds."""
+    while True:
+        command = session.wait()
+        if command.kind == "abort":
+            _raise_original(excinfo, call.ref)
+        if command.kind == "reaped":
+            cause = excinfo[1] if excinfo else None
+            raise Reaped(
+                f"{call.ref.name}: session cleaned up after being idle", command.detail
+            ) from cause
+        if command.kind == "preempted":
+            _leave_if_preempted(call, session.save_edits)
+        done, value = _resume(call, session, command.detail)
+        if done:
+            session.deliver_fix()
+            return value
+        excinfo = value
+        collective.abort_group()
+        session.reopen(value)
+
+
+def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Any:
+    """podcode could not open the session: the task's own outcome, and one line why."""
+    why = f"podcode could not open a debug session for {call.ref.name}: {problem}"
+    if excinfo is None:  # mode="startup": no failure to show, run the task as it is
+        log.warning("%s; the task runs without one", why)
+        return call.fn(*call.args, **call.kwargs)
+    log.error("%s", why)
+    error = excinfo[1]
+    notes = getattr(error, "__notes__", None)
+    if hasattr(error, "add_note"):
+        error.add_note(why)
+    elif isinstance(notes, list):  # Python 3.10: no add_note, same attribute
+        notes.append(why)
+    else:
+        error.__notes__ = [why]
+    raise error.with_traceback(excinfo[2])
+
+
+def _resume(call: Call, session: Session, planned: Resume | None) -> tuple[bool, Any]:
+    """Patch the edits in, run the task again: (True, result) or (False, new excinfo)."""
+    session.running()
+    try:
+        summary = "no code changed"
+        if planned is not None:
+            planned.plan.apply()
+            session.patched(planned)
+            summary = planned.plan.summary()
+        args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
+        collective.reform_group()  # with the other ranks, which resume too
+        print(
+            f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): "
+            f"{summary}",
+            flush=True,
+        )
+        return True, call.fn(*args, **kwargs)
+    except NEVER_DEBUGGED:
+        raise
+    except BaseException:
+        excinfo = sys.exc_info()
+        log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
+        return False, excinfo
+
+
+def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> None:
+    if excinfo is None:
+        raise RuntimeError(f"{ref.name}: session aborted before the task ran")
+    raise excinfo[1].with_traceback(excinfo[2])
