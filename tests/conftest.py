@@ -9,7 +9,9 @@ import pytest
 _HERE = Path(__file__).parent
 pytest_plugins = [
     f"tests.{name}"
-    for name in ("codeserver_fixture", "fake_kube", "smtp_fixture", "session_fixture")
+    for name in (
+        "cli_fixture", "codeserver_fixture", "fake_kube", "smtp_fixture", "session_fixture"
+    )
     if (_HERE / f"{name}.py").exists()
 ]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from interactive.cli import Console, Exit, run
+from tests.cli_fixture import LiveSession
 from tests.fake_kube import FakeKube
-from tests.test_cli import LiveSession
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 30.0) -> None:

@@ -18,8 +18,8 @@ from interactive.base.sessionfile import Found, find_local, unique
 from interactive.cli import Console, Exit, run
 from interactive.cli.choose import SessionGone, choose, usable
 from interactive.cli.errors import CliError
+from tests.cli_fixture import NOW, LiveSession, errors, output
 from tests.fake_kube import FakeKube
-from tests.test_cli import NOW, LiveSession, errors, output
 
 
 def found(pid: int, task: str, state: str = "waiting", running: bool | None = True,

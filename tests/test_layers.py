@@ -142,6 +142,13 @@ def test_lower_packages_never_import_higher_ones(package: str) -> None:
         assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
 
 
+def test_tests_share_fakes_through_fixture_modules() -> None:
+    """A test file never imports another test file: shared fakes live in fixture modules."""
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        wrong = sorted(m for m in imports_of(path) if m.split(".")[:2][-1].startswith("test_"))
+        assert not wrong, f"{path.name} imports {wrong}"
+
+
 def test_no_shell_true_anywhere() -> None:
     for package in ("interactive", "server_bootstrap", "vscode_config"):
         for path in (ROOT / package).rglob("*.py"):

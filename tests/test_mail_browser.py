@@ -12,8 +12,8 @@ import pytest
 from interactive.base.smtp import parse_smtp_url
 from interactive.culler.notify import EmailNotifier
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
+from tests.mail_fixture import OWNER, warning_mail
 from tests.smtp_fixture import SmtpServer
-from tests.test_notify import OWNER, warning_mail
 
 playwright_api = pytest.importorskip("playwright.async_api")
 

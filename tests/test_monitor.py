@@ -18,8 +18,8 @@ from interactive.culler.activity import CpuSampler, FileSampler, GpuSampler
 from interactive.culler.idle import Sample
 from interactive.culler.monitor import MonitorDeps, default_deps, keepalive, run_monitor
 from interactive.culler.notify import EmailNotifier
+from tests.culler_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
-from vscode_config.mail import FinalMail, WarningMail
 
 SETTINGS = build_settings({"max_idle_seconds": 100, "grace_seconds": 30, "poll_seconds": 10}, {})
 
@@ -74,52 +74,6 @@ class BrokenSampler:
     def sample(self, now: float) -> Sample:
         self.calls += 1
         raise RuntimeError("sensor fell off")
-
-
-@dataclass
-class FakePod:
-    name: str = "train-abc"
-    namespace: str = "ml"
-    calls: list[tuple[Any, ...]] = field(default_factory=list)
-    broken: bool = False
-
-    def _record(self, *call: Any) -> None:
-        self.calls.append(call)
-        if self.broken:
-            raise RuntimeError("API down")
-
-    def set_state(self, state: str) -> None:
-        self._record("state", state)
-
-    def set_reap_at(self, when: float | None) -> None:
-        self._record("reap_at", when)
-
-    def set_idle_since(self, when: float | None) -> None:
-        self._record("idle_since", when)
-
-    def event(self, reason: str, message: str, type: str = "Normal") -> None:
-        self._record("event", reason, message)
-
-    def owner_annotation(self) -> str | None:
-        return "pod-owner@example.com"
-
-    def delete(self) -> bool:
-        self._record("delete")
-        return True
-
-
-@dataclass
-class FakeNotifier:
-    warnings: list[WarningMail] = field(default_factory=list)
-    finals: list[FinalMail] = field(default_factory=list)
-
-    async def send_warning(self, mail: WarningMail) -> bool:
-        self.warnings.append(mail)
-        return True
-
-    async def send_final(self, mail: FinalMail) -> bool:
-        self.finals.append(mail)
-        return True
 
 
 @dataclass

@@ -13,21 +13,9 @@ from interactive.base.errors import SettingError
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
 from interactive.culler.notify import EmailNotifier, build_notifier, resolve_owner
+from tests.mail_fixture import IDLE_SINCE, OWNER, REAP_AT, SECRET, warning_mail
 from tests.smtp_fixture import SmtpServer, client_context, free_port, start_server
-from vscode_config.mail import FinalMail, WarningMail, utc
-
-OWNER = "ana@example.com"
-IDLE_SINCE = 1_700_000_000.0
-SENT_AT = IDLE_SINCE + 1800
-REAP_AT = SENT_AT + 600
-SECRET = "s3cr/t:p@ss"
-
-
-def warning_mail(task: str = "train.fit") -> WarningMail:
-    return WarningMail(
-        pod="ml/train-abc", task=task, idle_since=IDLE_SINCE, sent_at=SENT_AT, reap_at=REAP_AT,
-        keepalive_command="podcode keepalive train-abc -n ml",
-    )
+from vscode_config.mail import FinalMail, utc
 
 
 def bodies(message: EmailMessage) -> tuple[str, str]:

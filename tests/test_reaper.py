@@ -20,8 +20,8 @@ from interactive.storage import edits
 from interactive.storage.edits import edits_folder
 from interactive.storage.store import Store, open_store
 from interactive.storage.workspace import Snapshot
+from tests.culler_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
-from tests.test_monitor import FakeNotifier, FakePod
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
