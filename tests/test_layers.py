@@ -105,15 +105,17 @@ def test_the_top_package_imports_no_layer_eagerly() -> None:
     assert top & eager <= {"interactive.base.errors"}, top & eager
 
 
-def test_import_interactive_loads_no_heavy_dependency() -> None:
-    code = (
-        "import json, sys, interactive\n"
-        "print(json.dumps(sorted(m for m in sys.modules)))"
-    )
+def modules_loaded_by(statement: str) -> list[str]:
+    """Every module a fresh interpreter has loaded after ``statement``."""
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    loaded = json.loads(out)
+    return list(json.loads(out))
+
+
+def test_import_interactive_loads_no_heavy_dependency() -> None:
+    loaded = modules_loaded_by("import interactive")
     heavy = [m for m in loaded if m.split(".")[0] in HEAVY]
     assert not heavy, f"import interactive loads {heavy}"
     ours = [m for m in loaded if m.startswith("interactive.")]
@@ -121,16 +123,10 @@ def test_import_interactive_loads_no_heavy_dependency() -> None:
 
 
 def test_the_cli_never_imports_the_session_runtime() -> None:
-    code = (
-        "import json, sys, interactive.cli\n"
-        "print(json.dumps(sorted(m for m in sys.modules)))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    loaded = {layer_of(m) for m in json.loads(out)}
-    assert not loaded & {"session", "task", "culler", "distributed", "inputs", "resume"}
-    assert "debugpy" not in {m.split(".")[0] for m in json.loads(out)}
+    loaded = modules_loaded_by("import interactive.cli")
+    runtime = {"session", "task", "culler", "distributed", "inputs", "resume"}
+    assert not {layer_of(m) for m in loaded} & runtime
+    assert "debugpy" not in {m.split(".")[0] for m in loaded}
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
