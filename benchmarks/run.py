@@ -15,6 +15,7 @@ Run: ``python benchmarks/run.py [name ...]`` (only the modules whose name contai
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
@@ -50,10 +51,14 @@ def main(names: list[str]) -> int:
     failed = 0
     started = time.time()
     host = machine()
-    modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
+    modules = [
+        p.stem for p in sorted(HERE.glob("bench_*.py"))
+        if not names or any(n in p.stem for n in names)
+    ]
+    if not modules:
+        print(f"no benchmark module matches {' '.join(names)}", file=sys.stderr)
+        return 2
     for name in modules:
-        if names and not any(n in name for n in names):
-            continue
         clock = time.perf_counter()
         print(f"== {name}", flush=True)
         try:
@@ -80,4 +85,6 @@ def main(names: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    parser = argparse.ArgumentParser(description="Run the benchmarks; write results.json.")
+    parser.add_argument("names", nargs="*", help="only the modules whose name contains one")
+    raise SystemExit(main(parser.parse_args().names))
