@@ -88,7 +88,8 @@ class Publisher:
             self._write(current)
             self.phase = current.state
             if self.pod is not None:
-                self._spawn(self._set_state(current.state), f"label the pod {current.state}")
+                state = str(current.state)
+                self._spawn(self._set_state(state), f"label the pod {state}")
 
     async def mark_pod(
         self, pod: MarkedPod, *, task: str, owner: str | None, ports: Mapping[str, int]
@@ -97,7 +98,7 @@ class Publisher:
         now on its label follows each phase published, in order."""
         async with self._pod_lock:
             self.pod = pod  # a phase published from now on is labelled after this mark
-            state = self.phase
+            state = str(self.phase)
             await asyncio.to_thread(
                 lambda: pod.mark_session(
                     task=task, state=state, owner=owner, ports=ports, home=str(self.home)
@@ -133,7 +134,7 @@ class Publisher:
             self.phase = final.state
             if self.pod is not None:
                 try:
-                    self.pod.set_state(final.state)
+                    self.pod.set_state(str(final.state))
                 except Exception:
                     log.exception("publishing the session: could not label the pod %s",
                                   final.state)
