@@ -3,10 +3,10 @@
 Every session writes ``$PODCODE_HOME/sessions/<pid>-<start>/session.json``
 (mode 0600: it holds the control API token and code-server's password), and
 the first one in a home also ``$PODCODE_HOME/session.json`` (see
-:mod:`interactive.base.record`). The CLI finds them here; a record that is
-missing or malformed becomes a :class:`SessionFileError` that says
-what to do. A record whose process is gone is shown as such and its secrets
-are never used.
+:mod:`interactive.base.record`, whose :class:`SessionRecord` is what they hold).
+The CLI finds them here; a record that is missing or malformed becomes a
+:class:`SessionFileError` that says what to do. A record whose process is gone
+is shown as such and its secrets are never used.
 """
 
 from __future__ import annotations
