@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from interactive.base import record
 from interactive.base.identity import own_session_id, process_identity, process_started, session_id
+from interactive.base.phases import Phase
 
 ME = process_identity()
 
@@ -121,3 +123,67 @@ def test_a_dead_process_record_loses_its_secrets_once(tmp_path: Path) -> None:
     assert json.loads(text)["state"] == "waiting"
     assert not record.mark_gone(tmp_path / "missing" / "session.json", 7, 100.0, 5.0)
     assert not (tmp_path / "missing").exists()
+
+
+SERVING = record.SessionRecord(
+    state=Phase.WAITING, task="m.fit", error="ValueError: x", attempt=1, workspace="/src",
+    config_root="/src", control_url="http://0.0.0.0:8081", token="tok", debug_host="0.0.0.0",
+    debug_port=5678, code_server_url="http://0.0.0.0:8080/", password="pw", inputs="/in",
+    last_activity=12.5, pid=7, started=100.0,
+)
+ENDED = record.SessionRecord(state=Phase.DONE, task="m.fit", error=None, workspace="/src",
+                             pid=7, started=100.0)
+PLACEHOLDER = record.SessionRecord(state=Phase.RUNNING, rank={"rank": 1, "world_size": 2,
+                                   "local_rank": 1, "local_world_size": 2}, pid=7, started=100.0)
+
+
+def test_each_kind_of_record_is_written_with_the_keys_it_always_had() -> None:
+    assert SERVING.to_json() == {
+        "state": "waiting", "task": "m.fit", "error": "ValueError: x", "attempt": 1,
+        "workspace": "/src", "config_root": "/src", "control_url": "http://0.0.0.0:8081",
+        "token": "tok", "debug": {"host": "0.0.0.0", "port": 5678},
+        "code_server_url": "http://0.0.0.0:8080/", "password": "pw", "pid": 7, "started": 100.0,
+        "inputs": "/in", "last_activity": 12.5,
+    }
+    ranked = replace(SERVING, rank=PLACEHOLDER.rank, leader=False).to_json()
+    assert ranked["rank"] == PLACEHOLDER.rank and ranked["leader"] is False
+    assert ENDED.to_json() == {"state": "done", "task": "m.fit", "error": None,
+                               "workspace": "/src", "pid": 7, "started": 100.0}
+    assert PLACEHOLDER.to_json() == {"state": "running", "rank": PLACEHOLDER.rank, "pid": 7,
+                                     "started": 100.0}
+
+
+def test_a_password_is_written_only_with_an_ide_and_secrets_stay_out_of_repr() -> None:
+    assert replace(SERVING, code_server_url=None).to_json()["password"] is None
+    assert "tok" not in repr(SERVING) and "pw" not in repr(SERVING)
+
+
+@pytest.mark.parametrize("written", [SERVING, ENDED, PLACEHOLDER], ids=["serving", "ended",
+                                                                        "placeholder"])
+def test_every_kind_reads_back_as_written(tmp_path: Path, written: record.SessionRecord) -> None:
+    path = record.write_session(tmp_path, written.to_json())
+    read = record.SessionRecord.load(path)
+    assert read == written and read.to_json() == written.to_json()
+    assert read.phase is written.state and read.serving is (written is SERVING)
+
+
+def test_reading_checks_what_talking_to_a_session_needs() -> None:
+    with pytest.raises(record.RecordError, match="^x is not a JSON object$"):
+        record.SessionRecord.from_json([], "x")
+    with pytest.raises(record.RecordError,
+                       match="^x has no control_url: is the session still starting"):
+        record.SessionRecord.from_json(ENDED.to_json(), "x")
+    with pytest.raises(record.RecordError, match="^x has no token"):
+        record.SessionRecord.from_json({"control_url": "http://127.0.0.1:1"}, "x")
+    odd = record.SessionRecord.from_json(
+        {"control_url": "http://h:1", "token": "t", "pid": True, "started": "soon",
+         "debug": {"host": 3, "port": "5678"}, "leader": "yes", "state": ""}, "x")
+    assert (odd.pid, odd.started, odd.debug, odd.leader, odd.state) == (
+        None, None, None, None, "unknown")
+    assert odd.phase is None and not odd.ended
+
+
+def test_one_session_path() -> None:
+    assert record.session_path(Path("/h")) == Path("/h/session.json")
+    assert record.session_path(environ={"PODCODE_HOME": "/elsewhere"}) == Path(
+        "/elsewhere/session.json")

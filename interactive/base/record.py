@@ -11,6 +11,10 @@ rank of a distributed job)::
 ``$PODCODE_HOME/session.json`` is claimed under a file lock: a session writes
 it only while no other live session owns it. A claim whose process is gone,
 or whose session ended, is taken over.
+
+What a record holds is :class:`SessionRecord`: the session writes it with
+:meth:`SessionRecord.to_json` (through :func:`write_records`), and every reader (the
+CLI, the other ranks of a pod) reads it back with :meth:`SessionRecord.from_json`.
 """
 
 from __future__ import annotations
@@ -20,15 +24,19 @@ import fcntl
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interactive.base.errors import PodcodeError
 from interactive.base.files import write_json
 from interactive.base.identity import is_running, own_session_id, process_identity, same_start
+from interactive.base.phases import ENDED, Phase, phase_of
+from interactive.base.settings import podcode_home
+from interactive.base.types import Environ
 
 FILE = "session.json"
 SESSIONS = "sessions"
-ENDED_STATES = frozenset({"done", "failed"})
 SECRETS = ("token", "password")
 GONE = "process_gone_at"
 """Set (epoch seconds) once the session's process is known to be gone."""
@@ -37,8 +45,152 @@ _LOCK = ".session.lock"
 Running = Callable[[object, object], bool | None]
 
 
-def session_path(home: Path) -> Path:
-    return home / FILE
+class RecordError(PodcodeError, ValueError):
+    """A ``session.json`` that is not a usable record (the message names the file)."""
+
+
+def _text(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What one ``session.json`` says: the one schema of the file.
+
+    Three kinds are written, told apart by what they hold: a rank's placeholder while
+    its task runs (``state``, ``rank`` and the process: no ``task``), a session that
+    serves (everything: it has a ``control_url``), and a session that ended (``state``,
+    ``task``, ``error``, ``workspace`` and the process: how to reach it is gone).
+    """
+
+    state: str
+    """A :class:`Phase` when written by podcode; read back as written ("unknown" if absent)."""
+    task: str | None = None
+    error: str | None = None
+    workspace: str | None = None
+    pid: int | None = None
+    started: float | None = None
+    attempt: int | None = None
+    config_root: str | None = None
+    control_url: str = ""
+    """Empty in a record that does not serve. As written: a wildcard bind address
+    (0.0.0.0) stays one (the CLI connects to loopback instead)."""
+    token: str = field(default="", repr=False)
+    """The control API's bearer token; empty in a record that does not serve."""
+    debug_host: str | None = None
+    debug_port: int | None = None
+    code_server_url: str | None = None
+    password: str | None = field(default=None, repr=False)
+    """Written only with a ``code_server_url``: no IDE, no password on disk."""
+    inputs: str | None = None
+    last_activity: float | None = None
+    rank: Mapping[str, int] | None = None
+    leader: bool | None = None
+    gone_at: float | None = None
+    """When the process was found gone (``process_gone_at``); its secrets are cleared."""
+
+    @property
+    def phase(self) -> Phase | None:
+        return phase_of(self.state)
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+    @property
+    def serving(self) -> bool:
+        """It says how to reach the session (a control API and its token)."""
+        return bool(self.control_url and self.token)
+
+    @property
+    def debug(self) -> dict[str, Any] | None:
+        """``{"host", "port"}`` of its debugger, None when the record names none."""
+        if self.debug_host is None and self.debug_port is None:
+            return None
+        return {"host": self.debug_host, "port": self.debug_port}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the file, with the keys its kind has always had."""
+        data: dict[str, Any] = {"state": str(self.state)}
+        if self.task is not None:  # a session's record, not a rank's placeholder
+            data.update(task=self.task, error=self.error, workspace=self.workspace)
+        if self.control_url:  # it serves: how to reach it
+            data.update(
+                attempt=self.attempt,
+                config_root=self.config_root,
+                control_url=self.control_url,
+                token=self.token,
+                debug={"host": self.debug_host, "port": self.debug_port},
+                code_server_url=self.code_server_url,
+                password=self.password if self.code_server_url else None,
+                inputs=self.inputs,
+                last_activity=self.last_activity,
+            )
+        data.update(pid=self.pid, started=self.started)
+        if self.rank is not None:
+            data["rank"] = dict(self.rank)
+        if self.leader is not None:
+            data["leader"] = self.leader
+        if self.gone_at is not None:
+            data[GONE] = self.gone_at
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str, *, serving: bool = True) -> SessionRecord:
+        """Read a record back; ``where`` names the file in messages. Values of the wrong
+        type read as absent. With ``serving`` (what a command that talks to the session
+        needs) a record without a control URL and token is an error."""
+        if not isinstance(data, dict):
+            raise RecordError(f"{where} is not a JSON object")
+        control_url, token = _text(data, "control_url"), _text(data, "token")
+        if serving and (control_url is None or token is None):
+            missing = "control_url" if control_url is None else "token"
+            raise RecordError(f"{where} has no {missing}: is the session still starting?")
+        raw_debug, raw_rank = data.get("debug"), data.get("rank")
+        debug: dict[str, Any] = raw_debug if isinstance(raw_debug, dict) else {}
+        leader = data.get("leader")
+        return cls(
+            state=_text(data, "state") or "unknown",
+            task=_text(data, "task"),
+            error=_text(data, "error"),
+            workspace=_text(data, "workspace"),
+            pid=_int(data.get("pid")),
+            started=_number(data.get("started")),
+            attempt=_int(data.get("attempt")),
+            config_root=_text(data, "config_root"),
+            control_url=control_url or "",
+            token=token or "",
+            debug_host=_text(debug, "host"),
+            debug_port=_int(debug.get("port")),
+            code_server_url=_text(data, "code_server_url"),
+            password=_text(data, "password"),
+            inputs=_text(data, "inputs"),
+            last_activity=_number(data.get("last_activity")),
+            rank=dict(raw_rank) if isinstance(raw_rank, dict) else None,
+            leader=leader if isinstance(leader, bool) else None,
+            gone_at=_number(data.get(GONE)),
+        )
+
+    @classmethod
+    def load(cls, path: Path) -> SessionRecord | None:
+        """The record in ``path`` whatever its kind; None when it is missing or not one."""
+        data = read_record(path)
+        return None if data is None else cls.from_json(data, str(path), serving=False)
+
+
+def session_path(home: Path | None = None, *, environ: Environ | None = None) -> Path:
+    """``home/session.json``; by default the home's (``$PODCODE_HOME``, read from
+    ``environ``)."""
+    return (podcode_home(environ) if home is None else home) / FILE
 
 
 def session_dir(home: Path, session: str | None = None) -> Path:
@@ -102,7 +254,7 @@ def may_claim(
         return True
     if current.get("pid") == pid and same_start(current.get("started"), started):
         return True
-    if current.get("state") in ENDED_STATES or current.get(GONE) is not None:
+    if current.get("state") in ENDED or current.get(GONE) is not None:
         return True
     return running(current.get("pid"), current.get("started")) is False
 
@@ -115,6 +267,18 @@ def write_claimed(home: Path, record: Mapping[str, Any], running: Running = is_r
             return False
         write_session(home, record)
         return True
+
+
+def write_records(rec: SessionRecord, home: Path, base: Path, *, claim: bool) -> None:
+    """Write ``rec`` everywhere a session of this process keeps it: its own folder in
+    ``home``; ``home`` itself when it is a rank's (not ``base``); and ``base``'s
+    ``session.json`` while this session may claim it (``claim``: the ranks' leader)."""
+    data = rec.to_json()
+    write_session(session_dir(home), data)
+    if home != base:
+        write_session(home, data)
+    if claim:
+        write_claimed(base, data)
 
 
 def gone_record(

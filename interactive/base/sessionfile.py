@@ -3,29 +3,31 @@
 Every session writes ``$PODCODE_HOME/sessions/<pid>-<start>/session.json``
 (mode 0600: it holds the control API token and code-server's password), and
 the first one in a home also ``$PODCODE_HOME/session.json`` (see
-:mod:`interactive.base.record`). The CLI finds them here; a record that is
-missing or malformed becomes a :class:`SessionFileError` that says
-what to do. A record whose process is gone is shown as such and its secrets
-are never used.
+:mod:`interactive.base.record`, whose :class:`SessionRecord` is what they hold).
+The CLI finds them here; a record that is missing or malformed becomes a
+:class:`SessionFileError` that says what to do. A record whose process is gone
+is shown as such and its secrets are never used.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from interactive.base.errors import PodcodeError
 from interactive.base.identity import is_running
-from interactive.base.record import ENDED_STATES as ENDED_STATES  # re-exported
-from interactive.base.record import FILE, GONE, SESSIONS, read_record
-from interactive.base.settings import podcode_home
-from interactive.base.types import Environ
+from interactive.base.phases import ENDED
+from interactive.base.record import FILE, SESSIONS, RecordError, SessionRecord, read_record
 
+ENDED_STATES = ENDED
+"""The phases of a session that is over (:data:`interactive.base.phases.ENDED`, for the
+laptop side)."""
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not bind
 
 
@@ -37,31 +39,6 @@ class SessionFileError(PodcodeError):
         self.kind = kind
 
 
-@dataclass(frozen=True)
-class SessionFile:
-    """What ``session.json`` says about how to reach a session."""
-
-    state: str
-    task: str | None
-    error: str | None
-    workspace: str | None
-    control_url: str
-    token: str = field(repr=False)
-    debug_host: str | None
-    debug_port: int | None
-    code_server_url: str | None
-    password: str | None = field(repr=False)
-    pid: int | None
-
-    @property
-    def ended(self) -> bool:
-        return self.state in ENDED_STATES
-
-
-def session_path(environ: Environ | None = None) -> Path:
-    return podcode_home(environ) / FILE
-
-
 def connectable(url: str) -> str:
     """``url`` with a wildcard bind address (0.0.0.0, ::) replaced by 127.0.0.1."""
     parts = urlsplit(url)
@@ -71,40 +48,14 @@ def connectable(url: str) -> str:
     return url
 
 
-def _text(data: Mapping[str, Any], key: str) -> str | None:
-    value = data.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def parse_session(data: Any, where: str) -> SessionFile:
-    """Check the fields the CLI needs; ``where`` names the file in messages."""
-    if not isinstance(data, dict):
-        raise SessionFileError(f"{where} is not a JSON object", "invalid")
-    control_url, token = _text(data, "control_url"), _text(data, "token")
-    if control_url is None or token is None:
-        missing = "control_url" if control_url is None else "token"
-        raise SessionFileError(
-            f"{where} has no {missing}: is the session still starting?", "invalid"
-        )
-    raw_debug = data.get("debug")
-    debug: dict[str, Any] = raw_debug if isinstance(raw_debug, dict) else {}
-    return SessionFile(
-        state=_text(data, "state") or "unknown",
-        task=_text(data, "task"),
-        error=_text(data, "error"),
-        workspace=_text(data, "workspace"),
-        control_url=connectable(control_url),
-        token=token,
-        debug_host=_text(debug, "host"),
-        debug_port=_int(debug.get("port")),
-        code_server_url=_text(data, "code_server_url"),
-        password=_text(data, "password"),
-        pid=_int(data.get("pid")),
-    )
+def parse_session(data: Any, where: str) -> SessionRecord:
+    """The record of a session to talk to, checked (``where`` names the file in messages),
+    with a control URL this machine can connect to."""
+    try:
+        record = SessionRecord.from_json(data, where)
+    except RecordError as exc:
+        raise SessionFileError(str(exc), "invalid") from None
+    return replace(record, control_url=connectable(record.control_url))
 
 
 def too_open(path: Path) -> bool:
@@ -125,36 +76,39 @@ class Found:
     data: Mapping[str, Any] = field(repr=False)
     running: bool | None
 
+    @functools.cached_property
+    def record(self) -> SessionRecord:
+        return SessionRecord.from_json(dict(self.data), self.where, serving=False)
+
     @property
     def pid(self) -> int | None:
-        return _int(self.data.get("pid"))
+        return self.record.pid
 
     @property
     def task(self) -> str | None:
-        return _text(self.data, "task")
+        return self.record.task
 
     @property
     def state(self) -> str:
-        return _text(self.data, "state") or "unknown"
+        return self.record.state
 
     @property
     def started(self) -> float:
-        value = self.data.get("started")
-        return float(value) if isinstance(value, (int, float)) else 0.0
+        return self.record.started or 0.0
 
     @property
     def ended(self) -> bool:
-        return self.state in ENDED_STATES
+        return self.record.ended
 
     @property
     def gone(self) -> bool:
         """Its process ended without closing the session (killed, out of memory)."""
-        return not self.ended and (self.running is False or self.data.get(GONE) is not None)
+        return not self.ended and (self.running is False or self.record.gone_at is not None)
 
     @property
     def open(self) -> bool:
         """A session that may answer: it has a control API and is neither ended nor gone."""
-        return not self.ended and not self.gone and _text(self.data, "control_url") is not None
+        return not self.ended and not self.gone and bool(self.record.control_url)
 
     @property
     def shown_state(self) -> str:
@@ -189,9 +143,10 @@ def unique(records: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
     seen: set[object] = set()
     kept = []
     for where, data in records:
-        if _text(data, "control_url") is None and data.get("state") not in ENDED_STATES:
+        record = SessionRecord.from_json(data, where, serving=False)
+        if not record.control_url and not record.ended:
             continue
-        key = (data.get("pid"), data.get("started")) if data.get("pid") is not None else where
+        key = (record.pid, record.started) if record.pid is not None else where
         if key not in seen:
             seen.add(key)
             kept.append((where, data))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from interactive.base.phases import Phase, may_follow, phase_of
 from interactive.base.types import Clock, system_clock
 
-STATES = ("running", "waiting", "resuming", "warned", "reaping", "done", "failed")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -20,7 +22,7 @@ class SessionState:
 
     task: str
     clock: Clock = system_clock
-    state: str = "running"
+    state: Phase = Phase.RUNNING
     error: str | None = None
     attempt: int = 0
     owner: str | None = None
@@ -39,15 +41,25 @@ class SessionState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
+        self.state = Phase(self.state)
         if not self.last_activity:
             self.last_activity = self.clock()
 
     def set(self, **changes: Any) -> None:
+        """Change fields at once; ``state`` takes a :class:`Phase` or its string."""
+        if "state" in changes:
+            phase = phase_of(changes["state"])
+            if phase is None:
+                raise ValueError(f"unknown session state {changes['state']!r}")
+            changes["state"] = phase
         with self._lock:
+            before = self.state
             for name, value in changes.items():
-                if name == "state" and value not in STATES:
-                    raise ValueError(f"unknown session state {value!r}")
                 setattr(self, name, value)
+        after = changes.get("state", before)
+        if not may_follow(before, after):
+            log.warning("session %s went from %s to %s, which it never should", self.task,
+                        before, after)
 
     def touch(self, when: float | None = None) -> None:
         """Record activity now (or at ``when``)."""
@@ -81,7 +93,7 @@ class SessionState:
         """The JSON body of ``GET /api/status``."""
         with self._lock:
             return {
-                "state": self.state,
+                "state": self.state.value,
                 "task": self.task,
                 "error": self.error,
                 "attempt": self.attempt,

@@ -9,7 +9,7 @@ import posixpath
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from interactive.base.sessionfile import SessionFile
+from interactive.base.record import SessionRecord
 from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
@@ -46,7 +46,7 @@ def attach(args: argparse.Namespace, console: Console) -> int:
 
 
 def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
-              record: SessionFile, state: object, ide_url: str | None, control_url: str) -> None:
+              record: SessionRecord, state: object, ide_url: str | None, control_url: str) -> None:
     if args.output == "json":
         console.say(json.dumps({
             "pod": info.pod, "namespace": info.namespace, "task": record.task, "state": state,
@@ -84,7 +84,7 @@ def debug(args: argparse.Namespace, console: Console) -> int:
 
 
 def _describe_debug(console: Console, args: argparse.Namespace, info: SessionInfo,
-                    record: SessionFile, port: int) -> None:
+                    record: SessionRecord, port: int) -> None:
     root = Path(args.local_root).resolve()
     write = args.write
     local_root = "${workspaceFolder}" if write and root == Path.cwd().resolve() else str(root)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from interactive.base.sessionfile import Found, SessionFile, parse_session
+from interactive.base.record import SessionRecord
+from interactive.base.sessionfile import Found, parse_session
 from interactive.cli.errors import CliError, Exit
 
 
@@ -48,7 +49,7 @@ def label(base: str, found: Sequence[Found], chosen: Found) -> str:
     return base if len(found) <= 1 else f"{base} (pid {chosen.pid})"
 
 
-def usable(chosen: Found, name: str) -> SessionFile:
+def usable(chosen: Found, name: str) -> SessionRecord:
     """The chosen session's record, checked: an ended or gone session is an error."""
     if chosen.ended:
         raise CliError(f"the {name} has ended (state {chosen.state}; {chosen.where})",

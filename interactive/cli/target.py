@@ -10,15 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from interactive.base.sessionfile import (
-    Found,
-    SessionFile,
-    SessionFileError,
-    find_local,
-    session_path,
-    too_open,
-    unique,
-)
+from interactive.base.record import SessionRecord, session_path
+from interactive.base.sessionfile import Found, SessionFileError, find_local, too_open, unique
 from interactive.base.settings import podcode_home
 from interactive.cli.api import ControlClient
 from interactive.cli.choose import choose, label, usable
@@ -34,7 +27,7 @@ class Target:
 
     label: str
     client: ControlClient
-    record: SessionFile
+    record: SessionRecord
     info: SessionInfo | None = None
 
 
@@ -84,7 +77,7 @@ def first_contact(client: ControlClient, info: SessionInfo, port: int) -> dict[s
 
 
 def pod_record(cluster: Cluster, info: SessionInfo,
-               args: argparse.Namespace) -> tuple[str, SessionFile]:
+               args: argparse.Namespace) -> tuple[str, SessionRecord]:
     """The pod's session chosen by ``--task``/``--pid`` (the only one when there is one):
     its label and its checked record."""
     records = unique(cluster.read_session_records(info, args.container))
@@ -98,7 +91,7 @@ def pod_record(cluster: Cluster, info: SessionInfo,
         raise ClusterError(str(exc), "failed") from None
 
 
-def control_port(info: SessionInfo, record: SessionFile) -> int:
+def control_port(info: SessionInfo, record: SessionRecord) -> int:
     """The session's control API port in the pod: its record's, else the pod's annotation."""
     port = urlsplit(record.control_url).port
     return port or required_port(info, "control")
@@ -129,7 +122,7 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
     found = find_local(home)
     if not found:
         raise SessionFileError(
-            f"no local podcode session (nothing in {session_path(console.environ)} or "
+            f"no local podcode session (nothing in {session_path(environ=console.environ)} or "
             f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "
             "the session's folder", "missing",
         )

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from interactive.base.phases import BUSY, ENDED
 from interactive.base.state import SessionState
 from interactive.base.threads import service_executor
 from interactive.base.types import Environ
@@ -49,10 +50,6 @@ from vscode_config.mail import WarningMail, utc
 
 logger = logging.getLogger(__name__)
 
-BUSY_STATES = frozenset({"running", "resuming"})
-"""The task itself is running: the session is not idle."""
-END_STATES = frozenset({"done", "failed"})
-"""The session is over: the monitor returns."""
 CLOSE_TIMEOUT_SECONDS = 5.0
 
 T = TypeVar("T")
@@ -157,7 +154,7 @@ async def run_monitor(
     executor = service_executor("podcode-monitor", workers=1)
     monitor = _Monitor(state, settings, deps, executor)
     try:
-        while state.state not in END_STATES:
+        while state.state not in ENDED:
             now = deps.clock()
             try:
                 reap = await monitor.check(now)
@@ -237,7 +234,7 @@ class _Monitor:
             if sample.source == "gpu":
                 self.state.set(gpu_utilization=sample.value)
         busy = [sample.detail or sample.source for sample in samples if sample.active]
-        if self.state.state in BUSY_STATES:
+        if self.state.state in BUSY:  # the task itself runs: the session is not idle
             busy.append(f"task {self.state.state}")
         if busy:
             logger.debug("activity: %s", ", ".join(busy))

@@ -13,7 +13,6 @@ local rank that waits in a session, so they go on together.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import time
@@ -25,6 +24,8 @@ from typing import Any
 
 from interactive.base.identity import process_identity as process_identity  # re-exported
 from interactive.base.identity import process_started
+from interactive.base.phases import CommandKind, Phase
+from interactive.base.record import FILE, SessionRecord, write_session
 from interactive.base.threads import start_thread
 from interactive.culler.idle import Sample
 from interactive.distributed.ranks import RankInfo
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 
 PEER_HEADER = "X-Podcode-Peer"
 """Set on a forwarded call: the receiving rank does not forward it again."""
-SESSION_STATES = frozenset({"waiting", "warned", "resuming", "reaping"})
-BUSY_STATES = frozenset({"running", "resuming"})
 FORWARD_TIMEOUT_SECONDS = 5.0
 
 
@@ -48,26 +47,30 @@ class Peer:
     """What one local rank's ``session.json`` says, and whether its process lives."""
 
     local_rank: int
-    record: dict[str, Any] = field(repr=False)
+    record: SessionRecord = field(repr=False)
     alive: bool
 
     @property
     def state(self) -> str:
-        return str(self.record.get("state", "unknown")) if self.alive else "gone"
+        return self.record.state if self.alive else "gone"
 
     @property
     def in_session(self) -> bool:
-        return self.state in SESSION_STATES
+        return self.alive and self.record.phase is not None and self.record.phase.in_session
+
+    @property
+    def busy(self) -> bool:
+        """It runs its task (or resumes it): the pod is busy."""
+        return self.alive and self.record.phase is not None and self.record.phase.busy
 
     def summary(self) -> dict[str, Any]:
-        rank = self.record.get("rank") or {}
         return {
             "local_rank": self.local_rank,
-            "rank": rank.get("rank"),
+            "rank": (self.record.rank or {}).get("rank"),
             "state": self.state,
-            "task": self.record.get("task"),
-            "error": self.record.get("error"),
-            "debug": self.record.get("debug"),
+            "task": self.record.task,
+            "error": self.record.error,
+            "debug": self.record.debug,
         }
 
 
@@ -81,13 +84,10 @@ class Peers:
 
     # -- reading ---------------------------------------------------------------------
     def read(self, local_rank: int) -> Peer | None:
-        path = self.base / f"rank-{local_rank}" / "session.json"
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        record = SessionRecord.load(self.base / f"rank-{local_rank}" / FILE)
+        if record is None:
             return None
-        pid, started = record.get("pid"), record.get("started")
-        alive = isinstance(pid, int) and process_started(pid) == started
+        alive = record.pid is not None and process_started(record.pid) == record.started
         return Peer(local_rank, record, alive)
 
     def others(self) -> list[Peer]:
@@ -122,7 +122,7 @@ class Peers:
     def leader(self) -> Peer | None:
         """The live peer that serves the pod's IDE, if any."""
         return next(
-            (p for p in self.others() if p.in_session and p.record.get("leader")),
+            (p for p in self.others() if p.in_session and p.record.leader),
             None,
         )
 
@@ -132,20 +132,20 @@ class Peers:
             os.close(fd)  # closing the descriptor drops the flock
 
     # -- telling ---------------------------------------------------------------------
-    def forward(self, command: str) -> list[int]:
+    def forward(self, command: CommandKind) -> list[int]:
         """POST ``/api/<command>`` to every other local rank in a session; who was told."""
         told = []
         others = self.others()
         for peer in others:
-            if not peer.in_session or peer.state == "resuming":
+            if not peer.in_session or peer.state == Phase.RESUMING:
                 continue
             try:
                 _post(peer.record, command)
                 told.append(peer.local_rank)
             except OSError as exc:
                 log.warning("could not %s local rank %d: %s", command, peer.local_rank, exc)
-        running = [p.local_rank for p in others if p.state == "running"]
-        if command == "resume" and running:
+        running = [p.local_rank for p in others if p.state == Phase.RUNNING]
+        if command == CommandKind.RESUME and running:
             log.warning(
                 "local ranks %s are not in a session (still running their task): "
                 "they do not resume with this one",
@@ -154,14 +154,16 @@ class Peers:
         return told
 
 
-def _post(record: dict[str, Any], command: str) -> None:
-    url = f"{record['control_url']}/api/{command}"
+def _post(record: SessionRecord, command: CommandKind) -> None:
+    if not record.serving:
+        raise OSError("its record has no control API")
+    url = f"{record.control_url}/api/{command}"
     request = urllib.request.Request(  # noqa: S310 - http on the pod's own loopback
         url,
         data=b"{}",
         method="POST",
         headers={
-            "Authorization": f"Bearer {record['token']}",
+            "Authorization": f"Bearer {record.token}",
             "Content-Type": "application/json",
             PEER_HEADER: "1",
         },
@@ -191,11 +193,10 @@ class PeerSampler:
         for peer in self.peers.others():
             if not peer.alive:
                 continue
-            if peer.state in BUSY_STATES:
+            if peer.busy:
                 busy.append(f"local rank {peer.local_rank} {peer.state}")
-            last = peer.record.get("last_activity")
-            if isinstance(last, (int, float)):
-                self.touch(float(last))
+            if peer.record.last_activity is not None:
+                self.touch(peer.record.last_activity)
         return Sample("ranks", bool(busy), float(len(busy)), ", ".join(busy))
 
 
@@ -225,13 +226,13 @@ class PeerWatch:
         """Log (once per peer session) what this rank is waiting on; the lines logged."""
         lines = []
         for peer in self.peers.others():
-            key = (peer.local_rank, peer.record.get("attempt"))
+            key = (peer.local_rank, peer.record.attempt)
             if self.in_session or not peer.in_session or key in self.reported:
                 continue
             self.reported.add(key)
             line = (
                 f"podcode: {self.peers.info.label}: local rank {peer.local_rank} failed in "
-                f"{peer.record.get('task')} ({peer.record.get('error')}) and waits in a debug "
+                f"{peer.record.task} ({peer.record.error}) and waits in a debug "
                 "session; this rank waits on it (a collective with it fails here and "
                 "opens this rank's session)"
             )
@@ -249,13 +250,9 @@ def join(base: Path, info: RankInfo) -> Peers | None:
     global _current, _watch
     if not info.distributed or _current is not None:
         return _current
-    from interactive.base import record
-
     _current = Peers(base, info)
-    record.write_session(
-        rank_home(base, info),
-        {"state": "running", "rank": info.as_dict(), **process_identity()},
-    )
+    placeholder = SessionRecord(Phase.RUNNING, rank=info.as_dict(), **process_identity())
+    write_session(rank_home(base, info), placeholder.to_json())
     _watch = PeerWatch(_current)
     _watch.start()
     return _current

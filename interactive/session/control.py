@@ -26,6 +26,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from interactive.base.errors import ResumeConflict
+from interactive.base.phases import Phase
 from interactive.base.ports import url_of
 from interactive.base.state import SessionState
 from interactive.distributed.peers import PEER_HEADER
@@ -134,8 +135,8 @@ def build_app(
         try:
             planned = controls.resume(peer=_from_peer(request))
         except ResumeConflict as exc:
-            return web.json_response({"error": str(exc), "state": state.state}, status=409)
-        return web.json_response({"state": "resuming", **(planned or {})}, status=202)
+            return web.json_response({"error": str(exc), "state": state.state.value}, status=409)
+        return web.json_response({"state": Phase.RESUMING.value, **(planned or {})}, status=202)
 
     async def keepalive(request: web.Request) -> web.Response:
         body = await _json_body(request, body_timeout)
@@ -158,7 +159,7 @@ def build_app(
 
     async def abort(request: web.Request) -> web.Response:
         controls.abort(peer=_from_peer(request))
-        return web.json_response({"state": state.state}, status=202)
+        return web.json_response({"state": state.state.value}, status=202)
 
     app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)
     app.router.add_get("/healthz", healthz)

@@ -1,9 +1,10 @@
 """One debug session: open it on a failure, wait for the engineer, close it.
 
 The session owns the collaborators (control API, debugpy post-mortem, IDE,
-monitor, pod) and the event loop they run on. The decorated call blocks in
+monitor, publisher) and the event loop they run on. Each phase it enters is
+published (:mod:`interactive.session.publish`). The decorated call blocks in
 :meth:`Session.wait` on the main thread until a command arrives: resume,
-abort, reaped or preempted.
+abort, reaped or preempted (:class:`interactive.base.phases.CommandKind`).
 """
 
 from __future__ import annotations
@@ -24,23 +25,21 @@ from typing import TYPE_CHECKING, Any
 
 from interactive.base import record
 from interactive.base.errors import ResumeConflict, SessionError
+from interactive.base.identity import process_identity
 from interactive.base.loop import LoopThread
+from interactive.base.phases import RESUMABLE, CommandKind, Phase
 from interactive.base.ports import bind_free, free_port, url_of
+from interactive.base.record import SessionRecord
 from interactive.base.settings import Settings, ensure_home, podcode_home
 from interactive.base.state import SessionState
 from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
-from interactive.distributed.peers import (
-    Peers,
-    PeerSampler,
-    process_identity,
-    rank_home,
-    set_in_session,
-)
+from interactive.distributed.peers import Peers, PeerSampler, rank_home, set_in_session
 from interactive.distributed.peers import current as current_peers
 from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
 from interactive.session.ide import Ide, start_ide
+from interactive.session.publish import Publisher
 from interactive.session.watchdog import Watchdog, start_watchdog
 from interactive.storage.workspace import Snapshot
 
@@ -79,8 +78,9 @@ def _port(url: str | None) -> int:
 class Command:
     """What the waiting task is told to do."""
 
-    kind: str  # "resume", "abort", "reaped", "preempted"
+    kind: CommandKind
     detail: Any = None
+    """RESUME: the planned :class:`Resume`; REAPED: where the edits were saved."""
 
 
 @dataclass
@@ -139,8 +139,7 @@ class Session:
         self._ide_launched = threading.Event()
         self._ide_ready = threading.Event()
         self._notifier: Any = None
-        self._recorded = False
-        self._record_lock = threading.Lock()
+        self._publisher: Publisher | None = None
 
     # -- the API's controls (called on the loop thread) -------------------------------
     def resume(self, peer: bool = False) -> dict[str, Any]:
@@ -149,13 +148,14 @@ class Session:
         The edits are planned now: an edit that cannot be patched in place, or inputs
         that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
         """
-        if self.state.state not in ("waiting", "warned"):
+        if self.state.state not in RESUMABLE:
             raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
         assert self._resume_base is not None, "the session is not open"
         planned = plan_resume(self._resume_base, self._task_fn, self._shape)
-        self.state.set(state="resuming", reap_at=None)
-        self.commands.put(Command("resume", planned))
-        self._tell_peers("resume", peer)
+        self.state.set(state=Phase.RESUMING, reap_at=None)
+        self._record()
+        self.commands.put(Command(CommandKind.RESUME, planned))
+        self._tell_peers(CommandKind.RESUME, peer)
         return {
             "patched": planned.plan.patched,
             "not_executed": planned.plan.not_executed,
@@ -166,12 +166,13 @@ class Session:
         self._resume_base = planned.base
 
     def abort(self, peer: bool = False) -> None:
-        self.commands.put(Command("abort"))
-        self._tell_peers("abort", peer)
+        self.commands.put(Command(CommandKind.ABORT))
+        self._tell_peers(CommandKind.ABORT, peer)
 
-    def _tell_peers(self, command: str, peer: bool) -> None:
-        if self.peers is not None and not peer:
-            asyncio.get_running_loop().run_in_executor(None, self.peers.forward, command)
+    def _tell_peers(self, command: CommandKind, peer: bool) -> None:
+        """Unless a peer asked (it tells the others itself), tell the other ranks."""
+        if self._publisher is not None and not peer:
+            self._publisher.tell_peers(command)
 
     def peer_status(self) -> dict[str, Any]:
         """The rank part of ``GET /api/status`` (empty for a single process)."""
@@ -203,6 +204,10 @@ class Session:
         control_sock = bind_free(bind, self._offset(self.settings.control_port), "control_port")
         self.endpoints.control_url = url_of(control_sock)
         self._loop = LoopThread()
+        self._publisher = Publisher(
+            self._loop, home=self.home, base_home=self.base_home, leader=self.leader,
+            peers=self.peers,
+        )
         settled = threading.Event()
         if self.settings.ide != "none" and self.leader:
             # code-server takes the longest: start it first, set up the rest while it boots.
@@ -311,7 +316,7 @@ class Session:
             return
         self.ide = ide
         self.endpoints.code_server_url = ide.url
-        if self.state.state in ("waiting", "warned"):
+        if self.state.state in RESUMABLE:
             self._record()  # the IDE joined a session that was already waiting
         await ide.supervise()
 
@@ -346,9 +351,8 @@ class Session:
         for local in range(info.local_world_size):
             if local == self.local_rank:
                 host, port = self.endpoints.debug
-            elif local in known and isinstance(known[local].record.get("debug"), dict):
-                debug = known[local].record["debug"]
-                host, port = str(debug["host"]), int(debug["port"])
+            elif local in known and (peer_port := known[local].record.debug_port) is not None:
+                host, port = known[local].record.debug_host or self.settings.bind, peer_port
             elif self.settings.debug_port:
                 host, port = self.settings.bind, self.settings.debug_port + local
             else:
@@ -358,7 +362,9 @@ class Session:
 
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
-        self.state.set(state="waiting", error=error, attempt=self.state.attempt + 1, reap_at=None)
+        self.state.set(
+            state=Phase.WAITING, error=error, attempt=self.state.attempt + 1, reap_at=None
+        )
         self.state.touch()
         self._postmortem.present(excinfo)
         self._record()
@@ -368,24 +374,16 @@ class Session:
         from interactive.culler.monitor import default_deps, run_monitor
         from interactive.kube.pod import PodClient
 
-        loop = asyncio.get_running_loop()
         if self.leader:  # one rank speaks for the pod
-            self.pod = await loop.run_in_executor(None, PodClient.discover)
-        if self.pod is not None:
+            self.pod = await asyncio.to_thread(PodClient.discover)
+        if self.pod is not None and self._publisher is not None:
             ports = {
                 "code_server": _port(self.endpoints.code_server_url),
                 "control": _port(self.endpoints.control_url),
                 "debug": self.endpoints.debug[1],
             }
-            await loop.run_in_executor(
-                None,
-                lambda: self.pod.mark_session(
-                    task=self.task.name,
-                    state=self.state.state,
-                    owner=self.settings.owner,
-                    ports=ports,
-                    home=str(self.home),
-                ),
+            await self._publisher.mark_pod(
+                self.pod, task=self.task.name, owner=self.settings.owner, ports=ports
             )
             for problem in self.pod.problems:  # e.g. a permission the Role lacks
                 self.state.note(problem)
@@ -428,7 +426,7 @@ class Session:
             clock=self.clock,
         )
         self.ide = None if report.ide_stopped else self.ide
-        self.commands.put(Command("reaped", report.edits_url))
+        self.commands.put(Command(CommandKind.REAPED, report.edits_url))
 
     def save_edits(self) -> str | None:
         """Copy the engineer's edits (since the session opened) to the store now; the store
@@ -482,16 +480,8 @@ class Session:
         self._arm(excinfo)
 
     def running(self) -> None:
-        self.state.set(state="running")
+        self.state.set(state=Phase.RUNNING)
         self._record()
-
-    def _label(self) -> None:
-        pod, loop = self.pod, self._loop
-        if pod is not None and loop is not None:
-            state = self.state.state
-            loop.loop.call_soon_threadsafe(
-                lambda: loop.loop.run_in_executor(None, pod.set_state, state)
-            )
 
     def wait(self) -> Command:
         """Block the calling (main) thread until a command arrives."""
@@ -505,66 +495,69 @@ class Session:
         return command
 
     def _record(self) -> None:
-        self._label()
+        """Publish the phase the session is in now (its record, the pod's label)."""
+        if self._publisher is not None:
+            self._publisher.publish(self._current_record)
+
+    def _current_record(self) -> SessionRecord:
         host, port = self.endpoints.debug
         ide_url, password = self.endpoints.code_server_url, self.password
         if not self.leader and self.peers is not None:  # the pod's IDE is the leader's
             lead = self.peers.leader()
-            ide_url = lead.record.get("code_server_url") if lead else None
-            password = lead.record.get("password") if lead else None
-        data = {
-            "state": self.state.state,
-            "task": self.task.name,
-            "error": self.state.error,
-            "attempt": self.state.attempt,
-            "workspace": str(self.workspace),
-            "config_root": str(self.config_root),
-            "control_url": self.endpoints.control_url,
-            "token": self.token,
-            "debug": {"host": host, "port": port},
-            "code_server_url": ide_url,
-            "password": password if ide_url else None,
+            ide_url = lead.record.code_server_url if lead else None
+            password = lead.record.password if lead else None
+        return SessionRecord(
+            state=self.state.state,
+            task=self.task.name,
+            error=self.state.error,
+            attempt=self.state.attempt,
+            workspace=str(self.workspace),
+            config_root=str(self.config_root),
+            control_url=self.endpoints.control_url,
+            token=self.token,
+            debug_host=host,
+            debug_port=port,
+            code_server_url=ide_url,
+            password=password,
+            inputs=str(self.capture.folder) if self.capture else None,
+            last_activity=self.state.last_activity,
+            rank=self.peers.info.as_dict() if self.peers is not None else None,
+            leader=self.leader if self.peers is not None else None,
             **process_identity(),
-            "inputs": str(self.capture.folder) if self.capture else None,
-            "last_activity": self.state.last_activity,
-        }
-        if self.peers is not None:
-            data.update(rank=self.peers.info.as_dict(), leader=self.leader)
-        self._write_record(data)
+        )
 
-    def _write_record(self, data: dict[str, Any]) -> None:
-        """The session's own record; a rank's also in its rank folder; and the home's
-        ``session.json`` while this session holds it (the first one, the ranks' leader).
-        The main thread and the loop (an IDE that joins late) both write: one at a time."""
-        with self._record_lock:
-            self._recorded = True
-            record.write_session(record.session_dir(self.home), data)
-            if self.home != self.base_home:
-                record.write_session(self.home, data)
-            if self.leader:
-                record.write_claimed(self.base_home, data)
+    def _end_record(self) -> SessionRecord:
+        """What the record says once the session closed: how to reach it is gone."""
+        return SessionRecord(
+            state=self.state.state,
+            task=self.task.name,
+            error=self.state.error,
+            workspace=str(self.workspace),
+            **process_identity(),
+        )
 
-    def close(self, final_state: str) -> None:
+    def close(self, final_state: Phase | str) -> None:
         """Stop everything this session started; safe to call twice. Every step runs, even
         when an earlier one fails (each failure is logged once)."""
         self.state.set(state=final_state)
         loop, self._loop = self._loop, None
         ide, self.ide = self.ide, None
-        control = self._control
+        control, publisher = self._control, self._publisher
         steps: list[tuple[str, Callable[[], object]]] = [("the debugger", self._postmortem.stop)]
+        if publisher is not None:  # its work runs on the loop: done or cancelled before it stops
+            steps.append(("the session's publishing", publisher.close))
         if loop is not None:
             if ide is not None:
                 steps.append(("the IDE", lambda: loop.call(ide.stop(), 30)))
             if control is not None:
                 steps.append(("the control API", lambda: loop.call(control.stop(), 10)))
             steps.append(("the session's tasks", loop.stop))
-        if self.pod is not None:
-            steps.append(("the pod's label", lambda: self.pod.set_state(final_state)))
+        if publisher is not None:
+            steps.append(("the pod's label and the session record",
+                          lambda: publisher.finish(self._end_record())))
         remove_token = vscode_files.remove_session_file
         steps.append(("the companion's token file", lambda: remove_token(self.config_root)))
-        if self._recorded:
-            steps.append(("the session record", self._record_end))
-        if final_state == "done":  # kept after a failure, an abort, a cleanup, for debugging
+        if final_state == Phase.DONE:  # kept after a failure, an abort, a cleanup, for debugging
             folder = record.session_dir(self.home)  # the record and the captured inputs
             steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
         if self.peers is not None:
@@ -578,14 +571,3 @@ class Session:
         watchdog, self._watchdog = getattr(self, "_watchdog", None), None
         if watchdog is not None:
             watchdog.stop()
-
-    def _record_end(self) -> None:
-        self._write_record(
-            {
-                "state": self.state.state,
-                "task": self.task.name,
-                "error": self.state.error,
-                "workspace": str(self.workspace),
-                **process_identity(),
-            }
-        )

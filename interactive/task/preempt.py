@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from interactive.base.threads import run_in_thread
 
@@ -193,6 +193,17 @@ def exit_if_terminated(
     """
     if check_alive():
         return
+    leave(hooks, deadline_seconds, after=after)
+
+
+def leave(
+    hooks: Sequence[Callable[[], object]],
+    deadline_seconds: float,
+    *,
+    after: Callable[[], object] | None = None,
+) -> NoReturn:
+    """The process was told to stop: run ``hooks`` (bounded), then ``after``, then raise
+    ``SystemExit(143)``."""
     run_hooks(hooks, deadline_seconds)
     if after is not None:
         try:

@@ -8,10 +8,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from interactive.base.context import current_task
 from interactive.base.errors import InputsError, Reaped
+from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings, podcode_home
 from interactive.base.types import ExcInfo, TaskRef
 from interactive.distributed import collective
@@ -124,8 +125,14 @@ def _sync_checkpoints(ref: TaskRef) -> None:
         log.exception("checkpoints of %s could not be synced to the store", ref.name)
 
 
-def _leave_if_preempted(call: Call, edits: Callable[[], object] | None = None) -> None:
-    """After SIGTERM: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
+def _leave_if_preempted(call: Call) -> None:
+    """After SIGTERM (nothing before): see :func:`_leave`."""
+    if not preempt.check_alive():
+        _leave(call)
+
+
+def _leave(call: Call, edits: Callable[[], object] | None = None) -> NoReturn:
+    """The pod is going: on_preempt hooks (bounded), edits and checkpoints saved, exit 143."""
 
     def save() -> None:
         if edits is not None:
@@ -133,7 +140,7 @@ def _leave_if_preempted(call: Call, edits: Callable[[], object] | None = None) -
         _sync_checkpoints(call.ref)
 
     hooks = [call.settings.on_preempt] if call.settings.on_preempt is not None else []
-    preempt.exit_if_terminated(hooks, call.settings.preempt_grace_seconds, after=save)
+    preempt.leave(hooks, call.settings.preempt_grace_seconds, after=save)
 
 
 def workspace_for(ref: TaskRef, settings: Settings) -> Path:
@@ -166,8 +173,10 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
         )
         collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
     session = Session(ref, call.settings, workspace_for(ref, call.settings))
-    unregister = preempt.on_terminate(lambda: session.commands.put(Command("preempted")))
-    final = "failed"
+    unregister = preempt.on_terminate(
+        lambda: session.commands.put(Command(CommandKind.PREEMPTED))
+    )
+    final = Phase.FAILED
     try:
         try:
             session.open(excinfo, call.fn, call.args, call.kwargs)
@@ -175,7 +184,7 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
             return _without_session(call, excinfo, exc)
         _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
         value = _serve(call, session, excinfo)
-        final = "done"
+        final = Phase.DONE
         return value
     finally:
         unregister()
@@ -186,22 +195,24 @@ def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:
     """Wait for commands; the resumed task's value once it succeeds."""
     while True:
         command = session.wait()
-        if command.kind == "abort":
-            _raise_original(excinfo, call.ref)
-        if command.kind == "reaped":
-            cause = excinfo[1] if excinfo else None
-            raise Reaped(
-                f"{call.ref.name}: session cleaned up after being idle", command.detail
-            ) from cause
-        if command.kind == "preempted":
-            _leave_if_preempted(call, session.save_edits)
-        done, value = _resume(call, session, command.detail)
-        if done:
-            session.deliver_fix()
-            return value
-        excinfo = value
-        collective.abort_group()
-        session.reopen(value)
+        match command.kind:
+            case CommandKind.RESUME:
+                done, value = _resume(call, session, command.detail)
+                if done:
+                    session.deliver_fix()
+                    return value
+                excinfo = value
+                collective.abort_group()
+                session.reopen(value)
+            case CommandKind.ABORT:
+                _raise_original(excinfo, call.ref)
+            case CommandKind.REAPED:
+                cause = excinfo[1] if excinfo else None
+                raise Reaped(
+                    f"{call.ref.name}: session cleaned up after being idle", command.detail
+                ) from cause
+            case CommandKind.PREEMPTED:
+                _leave(call, session.save_edits)
 
 
 def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Any:
@@ -247,7 +258,7 @@ def _resume(call: Call, session: Session, planned: Resume | None) -> tuple[bool,
         return False, excinfo
 
 
-def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> None:
+def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> NoReturn:
     if excinfo is None:
         raise RuntimeError(f"{ref.name}: session aborted before the task ran")
     raise excinfo[1].with_traceback(excinfo[2])

@@ -1,0 +1,176 @@
+"""Say where a session stands: its records, the pod's label and annotations, the other ranks.
+
+The :class:`Publisher` is the one place a session's phase leaves the process:
+
+- ``session.json`` (the session's own, its rank's, the home's while it holds it),
+  written at once on the calling thread, one writer at a time, so a reader never
+  sees an older phase after a newer one;
+- the pod: marked as a session once (labels, annotations, the ``PodcodeWaiting``
+  event), then its ``podcode.io/state`` label at each phase, in the order the
+  phases came;
+- the other local ranks, told of a resume or an abort.
+
+The pod and the ranks are told in the background, on the session's loop, and the
+publisher tracks every piece of that work: :meth:`Publisher.close` waits for it (within
+a bound) and cancels what is left, so nothing it started runs on after the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from interactive.base import record
+from interactive.base.loop import LoopThread
+from interactive.base.phases import CommandKind, Phase
+from interactive.base.record import SessionRecord
+from interactive.distributed.peers import Peers
+
+log = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_SECONDS = 10.0
+"""How long closing waits for the pod and the ranks to be told; then the rest is cancelled."""
+
+
+class MarkedPod(Protocol):
+    """What the publisher asks of the pod (:class:`interactive.kube.pod.PodClient`)."""
+
+    problems: list[str]
+
+    def mark_session(
+        self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str
+    ) -> None: ...
+
+    def set_state(self, state: str) -> Any: ...
+
+
+class Publisher:
+    """Publishes one session; built when it opens, closed when it closes."""
+
+    def __init__(
+        self,
+        loop: LoopThread,
+        *,
+        home: Path,
+        base_home: Path,
+        leader: bool,
+        peers: Peers | None = None,
+    ) -> None:
+        self.home = home
+        self.base_home = base_home
+        self.leader = leader
+        """Claims the home's ``session.json`` and speaks for the pod."""
+        self.peers = peers
+        self.pod: MarkedPod | None = None
+        self.phase: str = Phase.RUNNING
+        """The phase last published (what the pod is marked with when it is found)."""
+        self.recorded = False
+        """Whether a record was written (then closing writes the final one)."""
+        self._loop = loop
+        self._write_lock = threading.Lock()
+        self._pod_lock = asyncio.Lock()
+        self._pending: dict[concurrent.futures.Future[None], str] = {}
+        self._pending_lock = threading.Lock()
+        self._closed = False
+
+    # -- what the session calls ------------------------------------------------------------
+    def publish(self, build: Callable[[], SessionRecord]) -> None:
+        """Write the record ``build()`` makes now, and label the pod with its phase.
+
+        ``build`` runs under the writers' lock: the last record written is the newest."""
+        with self._write_lock:
+            current = build()
+            self._write(current)
+            self.phase = current.state
+            if self.pod is not None:
+                state = str(current.state)
+                self._spawn(self._set_state(state), f"label the pod {state}")
+
+    async def mark_pod(
+        self, pod: MarkedPod, *, task: str, owner: str | None, ports: Mapping[str, int]
+    ) -> None:
+        """Mark ``pod`` as this session's (labels with the phase, annotations, event); from
+        now on its label follows each phase published, in order."""
+        async with self._pod_lock:
+            self.pod = pod  # a phase published from now on is labelled after this mark
+            state = str(self.phase)
+            await asyncio.to_thread(
+                lambda: pod.mark_session(
+                    task=task, state=state, owner=owner, ports=ports, home=str(self.home)
+                )
+            )
+
+    def tell_peers(self, command: CommandKind) -> None:
+        """Forward ``command`` to the other local ranks in a session (in the background)."""
+        peers = self.peers
+        if peers is not None:
+            self._spawn(asyncio.to_thread(peers.forward, command), f"tell the ranks {command}")
+
+    def pending(self) -> list[str]:
+        """The background work still tracked, each named (for tests and logs)."""
+        with self._pending_lock:
+            return list(self._pending.values())
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> None:
+        """Take no more background work; wait for what is pending, at most ``timeout``
+        seconds, then cancel the rest. Call it before the loop stops."""
+        with self._pending_lock:
+            self._closed = True
+            pending = dict(self._pending)
+        _, late = concurrent.futures.wait(pending, timeout)
+        for future in late:
+            log.warning("publishing the session: gave up waiting to %s", pending[future])
+            future.cancel()
+
+    def finish(self, final: SessionRecord) -> None:
+        """After :meth:`close`: the pod's label and (if one was written) the record say the
+        session ended. Runs here, synchronously."""
+        with self._write_lock:
+            self.phase = final.state
+            if self.pod is not None:
+                try:
+                    self.pod.set_state(str(final.state))
+                except Exception:
+                    log.exception("publishing the session: could not label the pod %s",
+                                  final.state)
+            if self.recorded:
+                self._write(final)
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _write(self, current: SessionRecord) -> None:
+        self.recorded = True
+        record.write_records(current, self.home, self.base_home, claim=self.leader)
+
+    async def _set_state(self, state: str) -> None:
+        async with self._pod_lock:
+            pod = self.pod
+            if pod is not None:
+                await asyncio.to_thread(pod.set_state, state)
+
+    def _spawn(self, work: Coroutine[Any, Any, Any], what: str) -> None:
+        with self._pending_lock:
+            if self._closed:
+                work.close()
+                log.debug("publishing the session: closed, not started: %s", what)
+                return
+            future = self._loop.submit(_guarded(work, what))
+            self._pending[future] = what
+        future.add_done_callback(self._forget)
+
+    def _forget(self, future: concurrent.futures.Future[None]) -> None:
+        with self._pending_lock:
+            self._pending.pop(future, None)
+
+
+async def _guarded(work: Coroutine[Any, Any, Any], what: str) -> None:
+    """``work``, its failure logged (publishing never stops the session)."""
+    try:
+        await work
+    except Exception:
+        log.exception("publishing the session: could not %s", what)
+

@@ -1,0 +1,89 @@
+"""The session's phases and commands: one definition, the same strings everywhere."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from interactive.base.phases import (
+    BUSY,
+    ENDED,
+    IN_SESSION,
+    NEXT,
+    RESUMABLE,
+    CommandKind,
+    Phase,
+    may_follow,
+    phase_of,
+)
+from interactive.base.record import SessionRecord
+from interactive.base.state import SessionState
+
+STRINGS = ["running", "waiting", "resuming", "warned", "reaping", "done", "failed"]
+"""The strings session.json, the status API and the pod's label have always carried."""
+
+
+def test_every_phase_is_its_documented_string() -> None:
+    assert [phase.value for phase in Phase] == STRINGS
+    for phase, text in zip(Phase, STRINGS):
+        assert phase == text and text == phase
+        assert str(phase) == text and f"{phase}" == text and f"{phase:>8}" == f"{text:>8}"
+        assert json.dumps({"state": phase}) == json.dumps({"state": text})
+        assert phase_of(text) is phase and phase_of(phase) is phase
+    assert phase_of("sleeping") is None and phase_of(None) is None
+
+
+def test_groupings_hold_the_strings_they_always_held() -> None:
+    assert {"running", "resuming"} == BUSY and "resuming" in BUSY
+    assert {"done", "failed"} == ENDED and "done" in ENDED and "waiting" not in ENDED
+    assert {"waiting", "warned", "resuming", "reaping"} == IN_SESSION
+    assert {"waiting", "warned"} == RESUMABLE
+    assert [p.value for p in Phase if p.busy] == ["running", "resuming"]
+    assert [p.value for p in Phase if p.ended] == ["done", "failed"]
+    assert [p.value for p in Phase if p.in_session] == ["waiting", "resuming", "warned", "reaping"]
+
+
+def test_the_transition_table_is_the_lifecycle() -> None:
+    assert set(NEXT) == set(Phase)
+    failed_twice = [Phase.RUNNING, Phase.WAITING, Phase.RESUMING, Phase.RUNNING, Phase.WAITING,
+                    Phase.WARNED, Phase.WAITING, Phase.WARNED, Phase.REAPING, Phase.FAILED]
+    assert all(may_follow(a, b) for a, b in zip(failed_twice, failed_twice[1:]))
+    assert all(may_follow(phase, closed) for phase in Phase for closed in ENDED)
+    assert not may_follow(Phase.RUNNING, Phase.RESUMING)  # nothing to resume yet
+    assert not may_follow(Phase.RESUMING, Phase.WARNED)  # the task runs: never idle
+    assert not may_follow(Phase.REAPING, Phase.WAITING)  # cleanup does not go back
+    assert not may_follow(Phase.DONE, Phase.RUNNING)
+
+
+def test_the_state_takes_a_phase_or_its_string_and_says_when_a_change_is_unexpected(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    state = SessionState("t")
+    assert state.state is Phase.RUNNING
+    with caplog.at_level(logging.WARNING):
+        state.set(state="waiting")
+        state.set(state=Phase.RESUMING)
+    assert state.state is Phase.RESUMING and caplog.text == ""
+    with caplog.at_level(logging.WARNING):
+        state.set(state=Phase.WARNED)
+    assert state.state is Phase.WARNED
+    assert "session t went from resuming to warned" in caplog.text
+    assert SessionState("t", state="waiting").state is Phase.WAITING  # type: ignore[arg-type]
+
+
+def test_a_phase_round_trips_through_the_status_api_and_session_json() -> None:
+    state = SessionState("t")
+    for phase, text in zip(Phase, STRINGS):
+        state.set(state=phase)
+        body = json.loads(json.dumps(state.status()))
+        assert body["state"] == text and type(state.status()["state"]) is str
+        written = json.loads(json.dumps(SessionRecord(phase, task="t").to_json()))
+        assert written["state"] == text
+        assert SessionRecord.from_json(written, "x", serving=False).phase is phase
+
+
+def test_commands_are_the_api_verbs() -> None:
+    assert [kind.value for kind in CommandKind] == ["resume", "abort", "reaped", "preempted"]
+    assert CommandKind.RESUME == "resume" and f"/api/{CommandKind.ABORT}" == "/api/abort"
