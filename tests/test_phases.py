@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,16 @@ def test_a_phase_round_trips_through_the_status_api_and_session_json() -> None:
 def test_commands_are_the_api_verbs() -> None:
     assert [kind.value for kind in CommandKind] == ["resume", "abort", "reaped", "preempted"]
     assert CommandKind.RESUME == "resume" and f"/api/{CommandKind.ABORT}" == "/api/abort"
+
+
+def test_the_architecture_diagram_is_the_transition_table() -> None:
+    """docs/architecture.md's state diagram draws exactly :data:`NEXT` (bar staying put)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    diagram = page.split("stateDiagram-v2", 1)[1].split("```", 1)[0]
+    drawn = {
+        (before.strip(), after.split(":")[0].strip())
+        for before, after in (line.split("-->") for line in diagram.splitlines() if "-->" in line)
+        if before.strip() != "[*]"
+    }
+    table = {(b.value, a.value) for b, after in NEXT.items() for a in after if a != b}
+    assert drawn == table
