@@ -30,11 +30,15 @@ _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not 
 
 
 class SessionFileError(PodcodeError):
-    """No usable session record: ``missing`` (no session) or ``invalid``."""
+    """No usable session record."""
 
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+
+class NoSession(SessionFileError):
+    """No session recorded where the CLI looked."""
+
+
+class BadSessionFile(SessionFileError):
+    """A session record lacks what the CLI needs (not an object, no URL or token)."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +87,11 @@ def _int(value: Any) -> int | None:
 def parse_session(data: Any, where: str) -> SessionFile:
     """Check the fields the CLI needs; ``where`` names the file in messages."""
     if not isinstance(data, dict):
-        raise SessionFileError(f"{where} is not a JSON object", "invalid")
+        raise BadSessionFile(f"{where} is not a JSON object")
     control_url, token = _text(data, "control_url"), _text(data, "token")
     if control_url is None or token is None:
         missing = "control_url" if control_url is None else "token"
-        raise SessionFileError(
-            f"{where} has no {missing}: is the session still starting?", "invalid"
-        )
+        raise BadSessionFile(f"{where} has no {missing}: is the session still starting?")
     raw_debug = data.get("debug")
     debug: dict[str, Any] = raw_debug if isinstance(raw_debug, dict) else {}
     return SessionFile(
