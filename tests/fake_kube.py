@@ -26,6 +26,7 @@ import copy
 import json
 import re
 import socket
+import ssl
 import subprocess
 import threading
 import uuid
@@ -172,8 +173,10 @@ def run_locally(pod: dict[str, Any], container: str, argv: list[str]) -> tuple[i
 class FakeKube:
     """The fake API server: start(), then point the real client at ``kubeconfig``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, ssl_context: ssl.SSLContext | None = None) -> None:
         self.directory = directory
+        self.ssl_context = ssl_context
+        """Serve HTTPS with this (as an in-cluster API server does); plain HTTP when None."""
         self.kubeconfig = directory / "kubeconfig"
         self.token = TOKEN
         self.port = 0
@@ -189,7 +192,8 @@ class FakeKube:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> FakeKube:
         self._loop = asyncio.new_event_loop()
@@ -251,7 +255,7 @@ class FakeKube:
         await self._runner.setup()
         sock = socket.create_server(("127.0.0.1", self.port))  # the same port after up()
         self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=self.ssl_context).start()
 
     async def _shutdown(self) -> None:
         for ws in list(self._sockets):
@@ -366,7 +370,8 @@ class FakeKube:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or token != self.token:  # the scheme is case-insensitive
             return _error(401, "Unauthorized")
         failure = self._failure_for(request.method, request.path)
         if failure is not None:

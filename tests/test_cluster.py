@@ -9,7 +9,19 @@ from pathlib import Path
 import pytest
 
 from interactive.base.sessionfile import parse_session
-from interactive.kube.cluster import Cluster, ClusterError, load_configuration, session_from_pod
+from interactive.kube.cluster import Cluster, session_from_pod
+from interactive.kube.errors import (
+    Forbidden,
+    KubeConfigError,
+    KubeConfigMissing,
+    KubeError,
+    NotASession,
+    NotFound,
+    ServerError,
+    SessionEnded,
+    Unauthorized,
+    Unreachable,
+)
 from tests.fake_kube import FakeKube
 
 
@@ -65,23 +77,24 @@ def test_an_ended_or_foreign_pod_is_recognised() -> None:
 
 
 def test_missing_kubeconfig_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ClusterError) as raised:
-        load_configuration(environ={"KUBECONFIG": str(tmp_path / "nope")})
-    assert raised.value.kind == "config"
+    with pytest.raises(KubeConfigMissing) as raised:
+        Cluster.connect(environ={"KUBECONFIG": str(tmp_path / "nope")})
     assert "--kubeconfig" in str(raised.value)
 
 
 def test_broken_kubeconfig_is_a_config_error(tmp_path: Path) -> None:
     broken = tmp_path / "config"
     broken.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
-    with pytest.raises(ClusterError) as raised:
-        load_configuration(str(broken), environ={})
-    assert raised.value.kind == "config"
+    with pytest.raises(KubeConfigError) as raised:
+        Cluster.connect(str(broken), environ={})
+    assert not isinstance(raised.value, KubeConfigMissing)
+    assert str(raised.value).startswith(f"cannot use the kubeconfig {broken}: ")
 
 
 def test_namespace_comes_from_the_context(fake_kube: FakeKube, tmp_path: Path) -> None:
     path = fake_kube.write_kubeconfig(tmp_path / "team", namespace="team-a")
-    assert load_configuration(str(path), environ={})[1] == "team-a"
+    with Cluster.connect(str(path), environ={}) as cluster:
+        assert cluster.namespace == "team-a"
 
 
 def test_list_pages_through_a_thousand_sessions(cluster: Cluster, fake_kube: FakeKube) -> None:
@@ -103,33 +116,38 @@ def test_list_pages_through_a_thousand_sessions(cluster: Cluster, fake_kube: Fak
 def test_unknown_and_foreign_and_ended_pods(cluster: Cluster, fake_kube: FakeKube) -> None:
     fake_kube.add_pod("web")
     fake_kube.session_pod("old", state="done")
-    with pytest.raises(ClusterError, match="no pod ghost in namespace default") as raised:
+    with pytest.raises(NotFound, match="no pod ghost in namespace default"):
         cluster.session("ghost")
-    assert raised.value.kind == "not_found"
-    with pytest.raises(ClusterError, match="not a podcode session") as raised:
+    with pytest.raises(NotASession, match="not a podcode session"):
         cluster.session("web")
-    assert raised.value.kind == "not_session"
-    with pytest.raises(ClusterError, match="has ended") as raised:
+    with pytest.raises(SessionEnded, match="has ended"):
         cluster.live_session("old")
-    assert raised.value.kind == "ended"
 
 
-@pytest.mark.parametrize(("status", "kind"), [(403, "forbidden"), (401, "forbidden"),
-                                              (500, "unreachable")])
+@pytest.mark.parametrize(("status", "kind"), [(403, Forbidden), (401, Unauthorized),
+                                              (500, ServerError)])
 def test_api_refusals_become_one_line_errors(
-    cluster: Cluster, fake_kube: FakeKube, status: int, kind: str
+    cluster: Cluster, fake_kube: FakeKube, status: int, kind: type[KubeError]
 ) -> None:
     fake_kube.fail(status, method="GET")
-    with pytest.raises(ClusterError) as raised:
+    with pytest.raises(kind) as raised:
         cluster.list_sessions("default")
-    assert raised.value.kind == kind
+    assert raised.value.status == status
     assert "\n" not in str(raised.value)
 
 
+def test_a_refusal_names_what_the_role_lacks(cluster: Cluster, fake_kube: FakeKube) -> None:
+    fake_kube.fail(403, method="GET")
+    with pytest.raises(Forbidden) as raised:
+        cluster.list_sessions("ml")
+    assert (raised.value.verb, raised.value.resource, raised.value.namespace) == (
+        "list", "pods", "ml")
+
+
 def test_an_api_server_that_is_down(cluster: Cluster, fake_kube: FakeKube) -> None:
-    with fake_kube.offline(), pytest.raises(ClusterError, match="cannot reach") as raised:
+    with fake_kube.offline(), pytest.raises(Unreachable, match="cannot reach") as raised:
         cluster.session("any")
-    assert raised.value.kind == "unreachable"
+    assert f"at {fake_kube.url} (connection refused)" in str(raised.value)
 
 
 def test_secrets_are_read_from_the_pod_by_exec(
@@ -169,18 +187,16 @@ def test_no_session_file_means_the_session_ended(
     cluster: Cluster, fake_kube: FakeKube, tmp_path: Path
 ) -> None:
     fake_kube.session_pod("job", home=str(tmp_path / "empty"))
-    with pytest.raises(ClusterError, match="has ended or is not open yet") as raised:
+    with pytest.raises(SessionEnded, match="has ended or is not open yet"):
         cluster.read_session_records(cluster.session("job"))
-    assert raised.value.kind == "ended"
 
 
 def test_exec_refused(cluster: Cluster, fake_kube: FakeKube, tmp_path: Path) -> None:
     fake_kube.session_pod("job", home=str(_pod_home(tmp_path)))
     info = cluster.session("job")
     fake_kube.fail(403, path="/exec$")
-    with pytest.raises(ClusterError, match="may not create pods/exec") as raised:
+    with pytest.raises(Forbidden, match="may not create pods/exec"):
         cluster.read_session_records(info)
-    assert raised.value.kind == "forbidden"
 
 
 def test_access_review(cluster: Cluster, fake_kube: FakeKube) -> None:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from interactive.kube.pod import PodClient, parse_rfc3339, rfc3339
+from interactive.kube.client import ServiceAccount
+from interactive.kube.labels import parse_rfc3339, rfc3339
+from interactive.kube.pod import PodClient
 from tests.fake_kube import FakeKube
 
 PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
@@ -38,10 +40,9 @@ def test_pod_name_without_credentials_is_not_usable(caplog: pytest.LogCaptureFix
 
 
 def test_finds_itself_from_hostname_and_namespace_file(fake_kube: FakeKube, tmp_path: Path) -> None:
-    namespace_file = tmp_path / "namespace"
-    namespace_file.write_text("team-a\n")
+    (tmp_path / "namespace").write_text("team-a\n")
     environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBECONFIG": str(fake_kube.kubeconfig)}
-    client = PodClient.discover(environ, namespace_file=namespace_file)
+    client = PodClient.discover(environ, account=ServiceAccount(tmp_path))
     assert client is not None
     assert (client.name, client.namespace) == (socket.gethostname(), "team-a")
     client.close()

@@ -11,7 +11,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from interactive.kube.cluster import Cluster
-from interactive.kube.portforward import Forwarder, handshake_status
+from interactive.kube.errors import status_of
+from interactive.kube.portforward import Forwarder
 from tests.fake_kube import FakeKube
 
 
@@ -147,6 +148,6 @@ def test_nothing_listening_in_the_pod_is_reported(
 
 def test_handshake_status_is_read_from_the_clients_reason() -> None:
     refused = ApiException(status=0, reason="Handshake status 403 Forbidden -+-+- {} -+-+- b''")
-    assert handshake_status(refused) == 403
-    assert handshake_status(ApiException(status=0, reason="[Errno 111] Connection refused")) is None
-    assert handshake_status(ApiException(status=404, reason="Not Found")) == 404
+    assert status_of(refused) == 403
+    assert status_of(ApiException(status=0, reason="[Errno 111] Connection refused")) is None
+    assert status_of(ApiException(status=404, reason="Not Found")) == 404

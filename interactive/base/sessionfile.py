@@ -32,11 +32,15 @@ _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not 
 
 
 class SessionFileError(PodcodeError):
-    """No usable session record: ``missing`` (no session) or ``invalid``."""
+    """No usable session record."""
 
-    def __init__(self, message: str, kind: str) -> None:
-        super().__init__(message)
-        self.kind = kind
+
+class NoSession(SessionFileError):
+    """No session recorded where the CLI looked."""
+
+
+class BadSessionFile(SessionFileError):
+    """A session record lacks what the CLI needs (not an object, no URL or token)."""
 
 
 def connectable(url: str) -> str:
@@ -54,7 +58,7 @@ def parse_session(data: Any, where: str) -> SessionRecord:
     try:
         record = SessionRecord.from_json(data, where)
     except RecordError as exc:
-        raise SessionFileError(str(exc), "invalid") from None
+        raise BadSessionFile(str(exc)) from None
     return replace(record, control_url=connectable(record.control_url))
 
 

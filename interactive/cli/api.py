@@ -7,7 +7,13 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from interactive.cli.errors import ControlError
+from interactive.cli.errors import (
+    ControlBadRequest,
+    ControlConflict,
+    ControlError,
+    ControlUnauthorized,
+    ControlUnreachable,
+)
 
 
 class ControlClient:
@@ -16,8 +22,7 @@ class ControlClient:
     def __init__(self, url: str, token: str, timeout: float = 15.0) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
-            raise ControlError(f"the session's control_url {url!r} is not http://host:port",
-                               "failed")
+            raise ControlError(f"the session's control_url {url!r} is not http://host:port")
         self.url = url
         self._host = parts.hostname
         self._port = parts.port or 80
@@ -49,16 +54,15 @@ class ControlClient:
             return data
         reason = str(data.get("error") or f"HTTP {status}")
         if status == 401:
-            raise ControlError(
+            raise ControlUnauthorized(
                 "the session refused the token (401): the session file is stale, the session "
-                "may have restarted; try again", "unauthorized", status,
+                "may have restarted; try again", status,
             )
         if status == 409:
-            raise ControlError(reason, "conflict", status)
+            raise ControlConflict(reason, status)
         if status == 400:
-            raise ControlError(f"the session rejected the request: {reason}", "bad_request", status)
-        raise ControlError(f"the session's control API failed ({status}): {reason}", "failed",
-                           status)
+            raise ControlBadRequest(f"the session rejected the request: {reason}", status)
+        raise ControlError(f"the session's control API failed ({status}): {reason}", status)
 
     def _request(self, method: str, path: str, body: Any = None,
                  auth: bool = True) -> tuple[int, dict[str, Any]]:
@@ -75,9 +79,9 @@ class ControlClient:
             response = conn.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise ControlError(
+            raise ControlUnreachable(
                 f"the session's control API at {self.url} does not answer "
-                f"({type(exc).__name__}: {exc})", "unreachable",
+                f"({type(exc).__name__}: {exc})"
             ) from None
         finally:
             conn.close()

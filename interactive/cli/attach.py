@@ -22,7 +22,8 @@ from interactive.cli.target import (
     pod_record,
     required_port,
 )
-from interactive.kube.cluster import Cluster, ClusterError, SessionInfo
+from interactive.kube.cluster import Cluster, SessionInfo
+from interactive.kube.errors import KubeError, NotFound, SessionEnded
 
 
 def attach(args: argparse.Namespace, console: Console) -> int:
@@ -123,10 +124,11 @@ def hold(console: Console, cluster: Cluster, info: SessionInfo, client: ControlC
             state = "unknown"
             try:
                 state = cluster.live_session(info.pod, info.namespace).state or state
-            except ClusterError as exc:
-                if exc.kind in ("not_found", "ended"):
-                    console.warn(f"{exc}")
-                    return Exit.NOT_FOUND
+            except (NotFound, SessionEnded) as exc:
+                console.warn(f"{exc}")
+                return Exit.NOT_FOUND
+            except KubeError:
+                pass
             console.warn(f"lost the connection to the session (pod state {state}); "
                          "reconnecting...")
     except KeyboardInterrupt:

@@ -20,7 +20,8 @@ from typing import Any
 from interactive.base.errors import SettingError
 from interactive.base.settings import build_settings
 from interactive.base.types import Environ
-from interactive.kube.cluster import Cluster, ClusterError
+from interactive.kube.cluster import Cluster
+from interactive.kube.errors import KubeError, Transient
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +196,8 @@ def check_permissions(
         name = f"k8s {who}: {what}"
         try:
             allowed = cluster.can_i(verb, resource, namespace, sub)
-        except ClusterError as exc:
-            advice = UNREACHABLE_FIX if exc.kind == "unreachable" else fix
+        except KubeError as exc:
+            advice = UNREACHABLE_FIX if isinstance(exc, Transient) else fix
             return [*checks, Check(name, FAIL, str(exc), advice)]
         if allowed:
             checks.append(Check(name, OK, f"allowed in namespace {namespace}"))
@@ -216,7 +217,7 @@ def check_kubernetes(connect: Callable[[], Cluster], environ: Environ,
     pod_side = in_pod(environ) if pod is None else pod
     try:
         cluster = connect()
-    except ClusterError as exc:
+    except KubeError as exc:
         status = FAIL if pod_side else WARN
         return [Check("kubernetes", status, str(exc), "pass --kubeconfig or set KUBECONFIG "
                       "(needed by podcode list and attach, and in a pod for cleanup)")]

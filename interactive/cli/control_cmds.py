@@ -8,7 +8,7 @@ from typing import Any
 from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
-from interactive.cli.errors import ControlError, Exit
+from interactive.cli.errors import ControlConflict, Exit
 from interactive.cli.output import duration, fields, iso, until
 from interactive.cli.target import Target, open_target
 
@@ -95,11 +95,9 @@ def resume(args: argparse.Namespace, console: Console) -> int:
     with open_target(args, console) as target:
         try:
             answer = target.client.resume()
-        except ControlError as exc:
-            if exc.kind == "conflict":
-                reason = str(exc).removeprefix("cannot resume: ")
-                raise ControlError(f"cannot resume {target.label}: {reason}", "conflict") from None
-            raise
+        except ControlConflict as exc:
+            reason = str(exc).removeprefix("cannot resume: ")
+            raise ControlConflict(f"cannot resume {target.label}: {reason}", exc.status) from None
     if args.output == "json":
         console.json({"session": target.label, **answer})
     else:

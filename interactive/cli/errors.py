@@ -1,13 +1,26 @@
-"""Exit codes a script can rely on, and the one-line errors behind them."""
+"""Exit codes a script can rely on, and the one-line errors behind them.
+
+Every error the CLI reports in one line has a class that says what went wrong;
+:data:`EXIT_CODES` maps the classes to exit codes, in one place (the most derived class
+listed wins).
+"""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
 from interactive.base.errors import PodcodeError, SettingError
-from interactive.base.sessionfile import SessionFileError
-from interactive.kube.cluster import ClusterError
-from interactive.kube.portforward import ForwardError
+from interactive.base.sessionfile import NoSession
+from interactive.kube.errors import (
+    BadRequest,
+    Forbidden,
+    KubeConfigError,
+    NotASession,
+    NotFound,
+    SessionEnded,
+    Transient,
+    Unauthorized,
+)
 
 
 class Exit(IntEnum):
@@ -36,37 +49,53 @@ class CliError(PodcodeError):
 
 
 class ControlError(PodcodeError):
-    """The session's control API refused or did not answer. ``kind``: unreachable,
-    unauthorized, conflict, bad_request, failed."""
+    """The session's control API failed; ``status`` is its HTTP status, if it answered."""
 
-    def __init__(self, message: str, kind: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
-        self.kind = kind
         self.status = status
 
 
-_CLUSTER = {
-    "config": Exit.UNREACHABLE, "unreachable": Exit.UNREACHABLE, "forbidden": Exit.FORBIDDEN,
-    "not_found": Exit.NOT_FOUND, "not_session": Exit.NOT_FOUND, "ended": Exit.NOT_FOUND,
+class ControlUnreachable(ControlError):
+    """The session's control API does not answer."""
+
+
+class ControlUnauthorized(ControlError):
+    """The session refused the token (401)."""
+
+
+class ControlConflict(ControlError):
+    """The session cannot do that now (409: resume while the task runs)."""
+
+
+class ControlBadRequest(ControlError):
+    """The session rejected the request (400)."""
+
+
+EXIT_CODES: dict[type[PodcodeError], Exit] = {
+    SettingError: Exit.USAGE,
+    ControlBadRequest: Exit.USAGE,
+    NotFound: Exit.NOT_FOUND,
+    NotASession: Exit.NOT_FOUND,
+    SessionEnded: Exit.NOT_FOUND,
+    NoSession: Exit.NOT_FOUND,
+    KubeConfigError: Exit.UNREACHABLE,
+    Transient: Exit.UNREACHABLE,
+    ControlUnreachable: Exit.UNREACHABLE,
+    Unauthorized: Exit.FORBIDDEN,
+    Forbidden: Exit.FORBIDDEN,
+    ControlUnauthorized: Exit.FORBIDDEN,
+    ControlConflict: Exit.CONFLICT,
+    BadRequest: Exit.FAILED,
 }
-_CONTROL = {
-    "unreachable": Exit.UNREACHABLE, "unauthorized": Exit.FORBIDDEN, "conflict": Exit.CONFLICT,
-    "bad_request": Exit.USAGE,
-}
+"""An error's class to its exit code; a class not listed (nor any of its bases): FAILED."""
 
 
 def exit_code(error: PodcodeError) -> Exit:
     """The exit code for an error the CLI reports in one line."""
     if isinstance(error, CliError):
         return error.code
-    if isinstance(error, ClusterError):
-        return _CLUSTER.get(error.kind, Exit.FAILED)
-    if isinstance(error, ControlError):
-        return _CONTROL.get(error.kind, Exit.FAILED)
-    if isinstance(error, SessionFileError):
-        return Exit.NOT_FOUND if error.kind == "missing" else Exit.FAILED
-    if isinstance(error, ForwardError):
-        return Exit.FORBIDDEN if error.status in (401, 403) else Exit.UNREACHABLE
-    if isinstance(error, SettingError):
-        return Exit.USAGE
+    for cls in type(error).__mro__:
+        if cls in EXIT_CODES:
+            return EXIT_CODES[cls]
     return Exit.FAILED

@@ -12,7 +12,8 @@ from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.output import iso, since, table, until
 from interactive.cli.target import connect
-from interactive.kube.cluster import ClusterError, SessionInfo
+from interactive.kube.cluster import SessionInfo
+from interactive.kube.errors import KubeConfigError
 
 HEADERS = ("POD", "NAMESPACE", "STATE", "TASK", "OWNER", "IDLE", "CLEANUP")
 LOCAL_HEADERS = ("PID", "TASK", "STATE", "STARTED", "ERROR")
@@ -72,11 +73,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return run_local(args, console)
     try:
         cluster = connect(args, console)
-    except ClusterError as exc:
-        if exc.kind != "config":
-            raise
-        raise ClusterError(f"{exc} (podcode list --local lists the sessions on this machine)",
-                           exc.kind) from None
+    except KubeConfigError as exc:
+        raise type(exc)(f"{exc} (podcode list --local lists the sessions on this machine)",
+                        source=exc.source, problem=exc.problem) from None
     with cluster:
         namespace = None if args.all_namespaces else (args.namespace or cluster.namespace)
         sessions = sorted(cluster.list_sessions(namespace), key=lambda s: (s.namespace, s.pod))

@@ -11,13 +11,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from interactive.base.record import SessionRecord, session_path
-from interactive.base.sessionfile import Found, SessionFileError, find_local, too_open, unique
+from interactive.base.sessionfile import Found, NoSession, find_local, too_open, unique
 from interactive.base.settings import podcode_home
 from interactive.cli.api import ControlClient
 from interactive.cli.choose import choose, label, usable
 from interactive.cli.console import Console
-from interactive.cli.errors import CliError, ControlError, Exit
-from interactive.kube.cluster import Cluster, ClusterError, SessionInfo
+from interactive.cli.errors import CliError, ControlUnreachable, Exit
+from interactive.kube.cluster import Cluster, SessionInfo
 from interactive.kube.portforward import Forwarder
 
 
@@ -66,13 +66,11 @@ def first_contact(client: ControlClient, info: SessionInfo, port: int) -> dict[s
     """``GET /api/status`` through the forward, with the pod named if it does not answer."""
     try:
         return client.status()
-    except ControlError as exc:
-        if exc.kind != "unreachable":
-            raise
-        raise ControlError(
+    except ControlUnreachable:
+        raise ControlUnreachable(
             f"pod {info.namespace}/{info.pod}: the session's control API (port {port} in the "
             "pod) does not answer through the port-forward; is the session still open? "
-            f"(kubectl logs -n {info.namespace} {info.pod})", "unreachable",
+            f"(kubectl logs -n {info.namespace} {info.pod})"
         ) from None
 
 
@@ -85,10 +83,7 @@ def pod_record(cluster: Cluster, info: SessionInfo,
     base = f"pod {info.namespace}/{info.pod}"
     chosen = choose(found, args.task, args.pid, base)
     name = label(base, found, chosen)
-    try:
-        return name, usable(chosen, name)
-    except SessionFileError as exc:
-        raise ClusterError(str(exc), "failed") from None
+    return name, usable(chosen, name)
 
 
 def control_port(info: SessionInfo, record: SessionRecord) -> int:
@@ -121,10 +116,10 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
     home = podcode_home(console.environ)
     found = find_local(home)
     if not found:
-        raise SessionFileError(
+        raise NoSession(
             f"no local podcode session (nothing in {session_path(environ=console.environ)} or "
             f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "
-            "the session's folder", "missing",
+            "the session's folder"
         )
     chosen = choose(found, args.task, args.pid, str(home))
     name = label("local session", found, chosen)
@@ -135,8 +130,7 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
                      f"chmod 600 {path}")
     client = ControlClient(record.control_url, record.token)
     if not client.healthz():
-        raise ControlError(
-            f"the {name}'s control API at {record.control_url} does not answer",
-            "unreachable",
+        raise ControlUnreachable(
+            f"the {name}'s control API at {record.control_url} does not answer"
         )
     return Target(name, client, record)

@@ -15,17 +15,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import Hook
 from interactive.culler.notify import Notifier
+from interactive.kube.labels import PodHandle, describe_pod
 from interactive.storage.edits import EditStore, WorkspaceChanges, save_edits
 from vscode_config.mail import FinalMail
-
-if TYPE_CHECKING:
-    from interactive.culler.monitor import PodHandle
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +136,6 @@ def _final_mail(
     state: SessionState, report: CleanupReport, pod: PodHandle | None, hostname: str | None,
     now: float,
 ) -> FinalMail:
-    from interactive.culler.monitor import describe_pod
-
     return FinalMail(
         pod=describe_pod(pod, hostname),
         task=state.task,

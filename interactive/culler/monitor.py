@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from interactive.base.phases import BUSY, ENDED
 from interactive.base.state import SessionState
@@ -46,6 +46,8 @@ from interactive.culler.idle import (
     projected_reap_at,
 )
 from interactive.culler.notify import Notifier, build_notifier
+from interactive.kube.labels import PodHandle, keepalive_command
+from interactive.kube.labels import describe_pod as describe_pod  # re-exported
 from vscode_config.mail import WarningMail, utc
 
 logger = logging.getLogger(__name__)
@@ -53,25 +55,6 @@ logger = logging.getLogger(__name__)
 CLOSE_TIMEOUT_SECONDS = 5.0
 
 T = TypeVar("T")
-
-
-class PodHandle(Protocol):
-    """The part of :class:`interactive.kube.pod.PodClient` the monitor and reaper use."""
-
-    name: str
-    namespace: str
-
-    def set_state(self, state: str) -> Any: ...
-
-    def set_reap_at(self, when: float | None) -> Any: ...
-
-    def set_idle_since(self, when: float | None) -> Any: ...
-
-    def event(self, reason: str, message: str, type: str = "Normal") -> Any: ...
-
-    def owner_annotation(self) -> str | None: ...
-
-    def delete(self) -> bool: ...
 
 
 @dataclass
@@ -113,19 +96,6 @@ def default_deps(
         owner_annotation=pod.owner_annotation if pod is not None else None,
     )
     return MonitorDeps(samplers, state.clock, asyncio.sleep, notifier, pod)
-
-
-def describe_pod(pod: PodHandle | None, hostname: str | None = None) -> str:
-    """``namespace/name``, or the host name outside Kubernetes."""
-    if pod is not None:
-        return f"{pod.namespace}/{pod.name}"
-    return hostname or socket.gethostname()
-
-
-def keepalive_command(pod: PodHandle | None) -> str:
-    if pod is not None:
-        return f"podcode keepalive {pod.name} -n {pod.namespace}"
-    return "podcode keepalive (on the machine that runs the task)"
 
 
 def keepalive(

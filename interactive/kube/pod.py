@@ -17,125 +17,47 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import urllib3
-from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
+
+from interactive.kube.client import (
+    IN_CLUSTER_FIRST,
+    SERVICE_ACCOUNT,
+    TIMEOUT,
+    Loaded,
+    ServiceAccount,
+    load,
+    pod_namespace,
+)
+from interactive.kube.errors import Call, KubeConfigError, KubeError, NotFound, translate
+from interactive.kube.labels import (
+    ANN_HOME,
+    ANN_IDLE_SINCE,
+    ANN_OWNER,
+    ANN_PORTS,
+    ANN_REAP_AT,
+    ANN_TASK,
+    EVENT_SOURCE,
+    LABEL_SESSION,
+    LABEL_STATE,
+    rfc3339,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-TIMEOUT = (3.0, 10.0)
-"""(connect, read) seconds for every API call."""
-
-LABEL_SESSION = "podcode.io/session"
-LABEL_STATE = "podcode.io/state"
-ANN_TASK = "podcode.io/task"
-ANN_OWNER = "podcode.io/owner"
-ANN_PORTS = "podcode.io/ports"
-ANN_HOME = "podcode.io/home"
-ANN_REAP_AT = "podcode.io/reap-at"
-ANN_IDLE_SINCE = "podcode.io/idle-since"
-EVENT_SOURCE = "podcode"
-
-
-def rfc3339(when: float) -> str:
-    """``2024-05-01T12:00:00Z`` for epoch seconds ``when`` (UTC, whole seconds)."""
-    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(text: str | None) -> float | None:
-    """Epoch seconds of an RFC 3339 time, None when missing or unreadable."""
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.timestamp()
-
-
-def explain_failure(
-    status: int | None, verb: str, resource: str, namespace: str, detail: str
-) -> str:
-    """One line: what the API server refused and what to do about it."""
-    what = f"{verb} {resource} in namespace {namespace}"
-    if status == 403:
-        return (
-            f"Kubernetes refused to {what} (403 Forbidden): the pod's service account needs "
-            f"permission to {what}; apply the Role in podcode's docs/kubernetes.md. "
-            "The session goes on without it."
-        )
-    if status == 401:
-        return (
-            f"Kubernetes rejected the pod's credentials trying to {what} (401 Unauthorized): "
-            "check the service account token mount (automountServiceAccountToken)."
-        )
-    if status == 404:
-        return (
-            f"Kubernetes does not know this pod ({what}: 404 Not Found): check POD_NAME and "
-            "POD_NAMESPACE (set them from the downward API)."
-        )
-    if status is None:
-        return f"cannot reach the Kubernetes API server to {what}: {detail}. Will try again."
-    return f"Kubernetes API server error {status} trying to {what}: {detail}. Will try again."
-
-
-def _read_namespace(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        return None
-
-
-def _load_configuration(
-    environ: Mapping[str, str], in_cluster: bool
-) -> client.Configuration | None:
-    configuration = client.Configuration()
-    if in_cluster:
-        try:
-            config.load_incluster_config(  # type: ignore[no-untyped-call]
-                client_configuration=configuration
-            )
-            return _tune(configuration)
-        except ConfigException as exc:
-            log.debug("no in-cluster Kubernetes configuration: %s", exc)
-    kubeconfig = environ.get("KUBECONFIG")
-    if not kubeconfig:
-        return None
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
-        )
-    except (ConfigException, OSError, ValueError) as exc:
-        log.warning(
-            "podcode cannot use KUBECONFIG=%s: %s; Kubernetes updates are off", kubeconfig, exc
-        )
-        return None
-    return _tune(configuration)
-
-
-def _tune(configuration: client.Configuration) -> client.Configuration:
-    configuration.retries = 0
-    return configuration
-
 
 class PodClient:
     """The pod this process runs in, as seen through the Kubernetes API."""
 
-    def __init__(self, name: str, namespace: str, configuration: client.Configuration) -> None:
+    def __init__(self, name: str, namespace: str, loaded: Loaded) -> None:
         self.name = name
         self.namespace = namespace
-        self._api_client = client.ApiClient(configuration)
-        self._api = client.CoreV1Api(self._api_client)
-        self._reported: set[tuple[str, ...]] = set()
+        self._api_client, self._api = loaded.build()
+        self._reported: set[tuple[type[KubeError], str, str]] = set()
         self._lock = threading.Lock()
         self._uid: str | None = None
         self._uid_tried = False
@@ -144,7 +66,8 @@ class PodClient:
 
     @classmethod
     def discover(
-        cls, environ: Mapping[str, str] | None = None, *, namespace_file: Path = SA_NAMESPACE_FILE
+        cls, environ: Mapping[str, str] | None = None, *,
+        account: ServiceAccount = SERVICE_ACCOUNT,
     ) -> PodClient | None:
         """This pod, or None outside Kubernetes.
 
@@ -158,15 +81,21 @@ class PodClient:
         name = env.get("POD_NAME") or (socket.gethostname() if in_cluster else None)
         if not name:
             return None
-        namespace = env.get("POD_NAMESPACE") or _read_namespace(namespace_file) or "default"
-        configuration = _load_configuration(env, in_cluster)
-        if configuration is None:
-            log.warning(
-                "pod %s/%s: no Kubernetes credentials (no in-cluster config, no KUBECONFIG); "
-                "labels, events and cleanup through the API are off", namespace, name,
-            )
+        namespace = pod_namespace(env, account)
+        kubeconfig = env.get("KUBECONFIG") or None
+        try:
+            loaded = load(IN_CLUSTER_FIRST, env, kubeconfig=kubeconfig, account=account)
+        except KubeConfigError as exc:
+            if exc.source == "kubeconfig":
+                log.warning("podcode cannot use KUBECONFIG=%s: %s; Kubernetes updates are off",
+                            kubeconfig, exc.problem)
+            else:
+                log.warning(
+                    "pod %s/%s: no Kubernetes credentials (no in-cluster config, no KUBECONFIG); "
+                    "labels, events and cleanup through the API are off", namespace, name,
+                )
             return None
-        return cls(name, namespace, configuration)
+        return cls(name, namespace, loaded)
 
     def close(self) -> None:
         self._api_client.close()  # type: ignore[no-untyped-call]
@@ -276,20 +205,19 @@ class PodClient:
     ) -> tuple[bool, T | None]:
         try:
             return True, method(*args, _request_timeout=TIMEOUT, **kwargs)
-        except ApiException as exc:
-            if missing_ok and exc.status == 404:
-                log.info("pod %s/%s is already gone", self.namespace, self.name)
-                return True, None
-            status = exc.status or None
-            self._report(status, verb, resource, str(exc.reason or "").strip() or "no reason given")
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            self._report(None, verb, resource, type(exc).__name__)
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            error = translate(exc, Call(verb, resource, self.namespace, "pod", pod=self.name))
+        if missing_ok and isinstance(error, NotFound):
+            log.info("pod %s/%s is already gone", self.namespace, self.name)
+            return True, None
+        self._report(error)
         return False, None
 
-    def _report(self, status: int | None, verb: str, resource: str, detail: str) -> None:
-        kind = "5xx" if status is not None and status >= 500 else str(status)
-        key = (kind, verb, resource)
-        message = explain_failure(status, verb, resource, self.namespace, detail)
+    def _report(self, error: KubeError) -> None:
+        """Log ``error`` as a warning the first time its class is seen for its call."""
+        call = error.call
+        key = (type(error), call.verb if call else "", call.resource if call else "")
+        message = str(error)
         with self._lock:
             first = key not in self._reported
             self._reported.add(key)

@@ -9,7 +9,6 @@ stream (reconnecting when the API server is back).
 from __future__ import annotations
 
 import logging
-import re
 import selectors
 import socket
 import threading
@@ -21,46 +20,15 @@ from kubernetes.client import CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 
-from interactive.base.errors import PodcodeError
 from interactive.base.threads import start_thread
+from interactive.kube.errors import Call, KubeError, translate
 
 log = logging.getLogger(__name__)
 
-_HANDSHAKE = re.compile(r"Handshake status (\d{3})")
 _PROXY_THREAD = "Kubernetes port forward proxy"
 _OPEN_LOCK = threading.Lock()
 POLL_SECONDS = 0.25
 """How often relay threads look at the stop flag."""
-
-
-class ForwardError(PodcodeError):
-    """A stream to the pod's port could not be opened; ``status`` is the HTTP status if any."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def handshake_status(exc: BaseException) -> int | None:
-    """The HTTP status of a refused WebSocket upgrade (the client hides it in the reason)."""
-    if isinstance(exc, ApiException) and exc.status:
-        return int(exc.status)
-    match = _HANDSHAKE.search(str(getattr(exc, "reason", "") or exc))
-    return int(match.group(1)) if match else None
-
-
-def describe_refusal(status: int | None, action: str, pod: str, namespace: str) -> str:
-    if status == 403:
-        return (f"permission denied: you may not {action} in namespace {namespace} "
-                "(403 Forbidden); ask for the podcode-user Role in docs/kubernetes.md")
-    if status == 404:
-        return f"no pod {pod} in namespace {namespace} (404): it may have been deleted"
-    if status == 401:
-        return "the API server rejected your credentials (401): log in to the cluster again"
-    if status == 400:
-        return (f"the API server refused to {action} for pod {namespace}/{pod} (400 Bad "
-                "Request): is the pod running, and the container right (-c CONTAINER)?")
-    return f"cannot {action} for pod {namespace}/{pod}"
 
 
 class PortStream:
@@ -88,30 +56,20 @@ class PortStream:
 
 
 def open_port_stream(api: CoreV1Api, pod: str, namespace: str, port: int) -> PortStream:
-    """A new port-forward stream to ``pod``'s ``port``; raises :class:`ForwardError`."""
+    """A new port-forward stream to ``pod``'s ``port``; raises a :class:`KubeError`."""
     with _OPEN_LOCK:
         before = set(threading.enumerate())
         try:
             forward = portforward(
                 api.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port)
             )
-        except ApiException as exc:
-            status = handshake_status(exc)
-            if status is None:
-                raise ForwardError(
-                    f"cannot reach the Kubernetes API server ({_short(exc)})"
-                ) from None
-            detail = describe_refusal(status, "create pods/portforward", pod, namespace)
-            raise ForwardError(detail, status) from None
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ForwardError(f"cannot reach the Kubernetes API server: {exc}") from None
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            host = str(api.api_client.configuration.host)
+            call = Call("create", "pods/portforward", namespace, "stream", pod=pod, host=host)
+            raise translate(exc, call) from None
         proxy = next((t for t in threading.enumerate()
                       if t not in before and t.name.startswith(_PROXY_THREAD)), None)
     return PortStream(forward, port, proxy)
-
-
-def _short(exc: ApiException) -> str:
-    return str(exc.reason or exc).split(" -+-+- ")[0].strip()
 
 
 def splice(one: Any, other: Any, stop: threading.Event) -> None:
@@ -214,7 +172,7 @@ class Forwarder:
     def _open(self) -> PortStream | None:
         try:
             stream = self._open_stream()
-        except ForwardError as exc:
+        except KubeError as exc:
             if not self._failing:
                 log.warning("%s: the port-forward stream failed (%s); retrying on the next "
                             "connection", self._name, exc)

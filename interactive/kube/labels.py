@@ -1,0 +1,78 @@
+"""How podcode marks and names a pod: labels, annotations, the event source, the selector
+of sessions, annotation times (RFC 3339), and the pod as the culler sees it.
+
+Both sides use these names: the pod writes them (:mod:`interactive.kube.pod`), the CLI
+reads them (:mod:`interactive.kube.cluster`). Nothing here imports ``kubernetes``, so the
+culler may import it freely.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+LABEL_SESSION = "podcode.io/session"
+LABEL_STATE = "podcode.io/state"
+ANN_TASK = "podcode.io/task"
+ANN_OWNER = "podcode.io/owner"
+ANN_PORTS = "podcode.io/ports"
+ANN_HOME = "podcode.io/home"
+ANN_REAP_AT = "podcode.io/reap-at"
+ANN_IDLE_SINCE = "podcode.io/idle-since"
+ANN_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+"""kubectl's own annotation: the container ``exec`` picks when none is named."""
+EVENT_SOURCE = "podcode"
+SELECTOR = f"{LABEL_SESSION}=true"
+"""The label selector of podcode sessions."""
+
+
+def rfc3339(when: float) -> str:
+    """``2024-05-01T12:00:00Z`` for epoch seconds ``when`` (UTC, whole seconds)."""
+    return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str | None) -> float | None:
+    """Epoch seconds of an RFC 3339 time, None when missing or unreadable."""
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+class PodHandle(Protocol):
+    """The part of :class:`interactive.kube.pod.PodClient` the monitor and cleanup use."""
+
+    name: str
+    namespace: str
+
+    def set_state(self, state: str) -> Any: ...
+
+    def set_reap_at(self, when: float | None) -> Any: ...
+
+    def set_idle_since(self, when: float | None) -> Any: ...
+
+    def event(self, reason: str, message: str, type: str = "Normal") -> Any: ...
+
+    def owner_annotation(self) -> str | None: ...
+
+    def delete(self) -> bool: ...
+
+
+def describe_pod(pod: PodHandle | None, hostname: str | None = None) -> str:
+    """``namespace/name``, or the host name outside Kubernetes."""
+    if pod is not None:
+        return f"{pod.namespace}/{pod.name}"
+    return hostname or socket.gethostname()
+
+
+def keepalive_command(pod: PodHandle | None) -> str:
+    """The command that keeps this session from being cleaned up, as the owner types it."""
+    if pod is not None:
+        return f"podcode keepalive {pod.name} -n {pod.namespace}"
+    return "podcode keepalive (on the machine that runs the task)"
