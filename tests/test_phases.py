@@ -99,5 +99,8 @@ def test_the_architecture_diagram_is_the_transition_table() -> None:
         for before, after in (line.split("-->") for line in diagram.splitlines() if "-->" in line)
         if before.strip() != "[*]"
     }
-    table = {(b.value, a.value) for b, after in NEXT.items() for a in after if a != b}
+    table = {
+        (b.value, a.value) for b, after in NEXT.items() for a in after
+        if a != b and not (b in ENDED and a in ENDED)  # the final record, said in the text
+    }
     assert drawn == table
