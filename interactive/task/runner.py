@@ -132,8 +132,9 @@ def _leave_if_preempted(call: Call, edits: Callable[[], object] | None = None) -
             edits()
         _sync_checkpoints(call.ref)
 
-    hooks = [call.settings.on_preempt] if call.settings.on_preempt is not None else []
-    preempt.exit_if_terminated(hooks, call.settings.preempt_grace_seconds, after=save)
+    on_preempt = call.settings.hooks.on_preempt
+    hooks = [on_preempt] if on_preempt is not None else []
+    preempt.exit_if_terminated(hooks, call.settings.hooks.preempt_grace_seconds, after=save)
 
 
 def workspace_for(ref: TaskRef, settings: Settings) -> Path:
