@@ -4,6 +4,10 @@ An environment variable wins over the decorator argument, so an operator can
 tune a deployed image without editing code. Every value is checked when the
 decorator is applied, the decorator's own too when a variable overrides it;
 a bad one raises :class:`SettingError` naming it.
+
+The names are flat for the user (``@vscode(port=...)``, ``PODCODE_PORT``); inside,
+:func:`build_settings` puts each in its typed group (``settings.ports.port``), and
+each part of the session takes the group it needs.
 """
 
 from __future__ import annotations
@@ -118,10 +122,15 @@ class Settings:
     workspace: Path | None = None
     """Folder opened in the IDE; default: the task's source folder."""
     ports: PortSettings = field(default_factory=PortSettings)
+    """The listeners (the session, the IDE's launch, ``podcode doctor``)."""
     editor: EditorSettings = field(default_factory=EditorSettings)
+    """The IDE (the session and the IDE's launch)."""
     idle: IdleSettings = field(default_factory=IdleSettings)
+    """The idle monitor and its decision."""
     mail: MailSettings = field(default_factory=MailSettings)
+    """The owner's notifier."""
     hooks: HookSettings = field(default_factory=HookSettings)
+    """Cleanup and preemption."""
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """Settings that were given explicitly (argument or environment)."""
 
