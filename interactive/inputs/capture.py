@@ -16,7 +16,7 @@ running the same task never overwrite each other's::
 
     manifest.json   what was saved, where, and what could not be
     data.bin        the per-argument pickles, back to back
-    buffers.bin     the out-of-band buffers, back to back, 64-byte aligned
+    buffers.bin     the out-of-band buffers, 64-byte aligned (:mod:`interactive.storage.pickles`)
 
 :func:`load_inputs` looks, in order, in this process's own session, in the
 session whose IDE started this process (``PODCODE_SESSION_ID``, set in every
@@ -170,7 +170,7 @@ def save_inputs(
                 report.saved.append(name)
             entries.append(entry)
     with open(staging / "buffers.bin", "wb") as out:
-        spans = [list(span) for span in pickles.write_parts(out, pickles.raw_buffers(sink.buffers))]
+        spans = pickles.write_parts(out, pickles.raw_buffers(sink.buffers))
     manifest = {
         "format": FORMAT,
         "task": task,
