@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, figure  # noqa: E402
-from interactive.base.settings import build_settings  # noqa: E402
+from interactive.base.settings import IdleSettings, build_settings  # noqa: E402
 from interactive.base.smtp import parse_smtp_url  # noqa: E402
 from interactive.base.state import SessionState  # noqa: E402
 from interactive.culler.activity import (  # noqa: E402
@@ -76,13 +76,13 @@ STAND_INS = ("bench-", "fake-kube")
 """Threads of the in-process SMTP and API servers: remote services in a real deployment."""
 
 
-def samplers(workspace: Path, settings: Any, scope: str = "user") -> list[Any]:
+def samplers(workspace: Path, idle: IdleSettings, scope: str = "user") -> list[Any]:
     """The real samplers; ``user`` scope looks at every process of this user, as in a pod."""
     prefixes = (*OWN_THREAD_PREFIXES, *STAND_INS)
     return [
         FileSampler(workspace),
-        CpuSampler(settings.cpu_idle_percent, scope=scope, own_thread_prefixes=prefixes),
-        GpuSampler(settings.gpu_idle_percent),
+        CpuSampler(idle.cpu_idle_percent, scope=scope, own_thread_prefixes=prefixes),
+        GpuSampler(idle.gpu_idle_percent),
     ]
 
 
@@ -92,7 +92,7 @@ def samplers(workspace: Path, settings: Any, scope: str = "user") -> list[Any]:
 async def watch(workspace: Path, seconds: float, windows: int = WATCH_WINDOWS) -> list[float]:
     """CPU seconds per wall second of this process while the monitor watches, one sample
     per window of ``seconds / windows``."""
-    settings = build_settings({"max_idle_seconds": 10 * seconds, "poll_seconds": 10}, {})
+    settings = build_settings({"max_idle_seconds": 10 * seconds, "poll_seconds": 10}, {}).idle
     state = SessionState("bench.idle")
     state.set(state="waiting")
     deps = MonitorDeps(samplers(workspace, settings), time.time, asyncio.sleep, None, None)
@@ -199,18 +199,18 @@ async def reap_once(workspace: Path, store_dir: Path, pod: Any, notifier: Notifi
     (workspace / "pkg0" / "mod0.py").write_text("VALUE = 'edited'\n")
     store = open_store({"PODCODE_STORE": str(store_dir)})
     # On a shared machine other users' work would keep the session busy: watch our own tree.
-    deps = MonitorDeps(samplers(workspace, settings, scope="tree"), time.time, asyncio.sleep,
+    deps = MonitorDeps(samplers(workspace, settings.idle, scope="tree"), time.time, asyncio.sleep,
                        notifier, pod)
     deadlines: list[float] = []
 
     async def on_reap() -> None:
         assert state.reap_at is not None
         deadlines.append(state.reap_at)
-        await cleanup(state=state, settings=settings, snapshot=snapshot, store=store, ide=None,
+        await cleanup(state=state, hooks=settings.hooks, snapshot=snapshot, store=store, ide=None,
                       pod=pod, notifier=notifier, clock=time.time)
 
     count = len(deletes)
-    await asyncio.wait_for(run_monitor(state, settings, deps, on_reap=on_reap), 60)
+    await asyncio.wait_for(run_monitor(state, settings.idle, deps, on_reap=on_reap), 60)
     assert len(deletes) == count + 1, "the pod was not deleted"
     return deletes[-1] - deadlines[0]
 

@@ -14,7 +14,7 @@ from interactive.base.sessionfile import (
     parse_session,
     too_open,
 )
-from interactive.cli.launch_json import attach_configuration, merge_launch, strip_jsonc
+from interactive.cli.launch_json import attach_configuration, merge_launch
 from interactive.cli.output import duration, table, until
 
 
@@ -53,11 +53,6 @@ def test_records_read_back_to_back() -> None:
     text = '{"pid": 1}\n{"pid": 2, "token": "t"}\n{broken\n[3]\n{"pid": 4}\n'
     assert parse_records(text) == [{"pid": 1}, {"pid": 2, "token": "t"}, {"pid": 4}]
     assert parse_records("") == [] and parse_records("nothing") == []
-
-
-def test_jsonc_comments_and_trailing_commas() -> None:
-    text = '{\n // a "quoted" comment\n "a": "http://x//y", /* block */ "b": [1, 2,],\n}'
-    assert json.loads(strip_jsonc(text)) == {"a": "http://x//y", "b": [1, 2]}
 
 
 def test_merge_replaces_only_its_own_configuration(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ def test_every_setting_is_in_the_configuration_reference_with_its_default() -> N
         row = next((line for line in text.splitlines() if line.startswith(f"| `{name}` |")), None)
         assert row is not None, f"{name} is not documented"
         assert env_name(name) in row
-        value = getattr(defaults, name)
+        value = defaults.value(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             shown = f"{value}" if isinstance(value, int) else f"{value:g}"
             assert f"`{shown}`" in row, f"{name}: default {shown} not in {row}"

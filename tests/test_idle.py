@@ -20,7 +20,8 @@ LIMITS = Limits(max_idle_seconds=100.0, grace_seconds=30.0)
 
 
 def test_limits_from_settings() -> None:
-    limits = Limits.from_settings(build_settings({"max_idle_seconds": 5, "grace_seconds": 2}, {}))
+    settings = build_settings({"max_idle_seconds": 5, "grace_seconds": 2}, {})
+    limits = Limits.from_settings(settings.idle)
     assert limits == Limits(5.0, 2.0)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interactive.base.settings import Settings, build_settings
+from interactive.base.settings import IdleSettings, MailSettings, build_settings
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
 from interactive.culler.activity import CpuSampler, FileSampler, GpuSampler
@@ -21,7 +21,9 @@ from interactive.culler.notify import EmailNotifier
 from tests.culler_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
 
-SETTINGS = build_settings({"max_idle_seconds": 100, "grace_seconds": 30, "poll_seconds": 10}, {})
+SETTINGS = build_settings(
+    {"max_idle_seconds": 100, "grace_seconds": 30, "poll_seconds": 10}, {}
+).idle
 
 
 class FakeClock:
@@ -89,7 +91,7 @@ class Harness:
         return MonitorDeps([self.sampler, *extra], self.clock, self.clock.sleep, self.notifier,
                            self.pod)
 
-    async def run(self, settings: Settings = SETTINGS, *extra: Any) -> None:
+    async def run(self, settings: IdleSettings = SETTINGS, *extra: Any) -> None:
         async def on_reap() -> None:
             self.reaped_at.append(self.clock())
 
@@ -264,7 +266,8 @@ async def test_warning_email_through_a_real_smtp_server(
 
 def test_default_deps_outside_kubernetes(tmp_path: Path) -> None:
     state = SessionState("t")
-    deps = default_deps(SETTINGS, state, workspace=tmp_path, pod=None, ide_pids=list, environ={})
+    deps = default_deps(SETTINGS, state, mail=MailSettings(), workspace=tmp_path, pod=None,
+                        ide_pids=list, environ={})
     kinds = [type(sampler) for sampler in deps.samplers]
     assert kinds == [FileSampler, CpuSampler, GpuSampler]
     cpu = deps.samplers[1]
@@ -277,8 +280,8 @@ def test_default_deps_outside_kubernetes(tmp_path: Path) -> None:
 def test_default_deps_in_a_pod(tmp_path: Path) -> None:
     state = SessionState("t")
     environ = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "PODCODE_SMTP_URL": "smtp://mail:25"}
-    deps = default_deps(SETTINGS, state, workspace=tmp_path, pod=FakePod(), ide_pids=list,
-                        environ=environ)
+    deps = default_deps(SETTINGS, state, mail=MailSettings(), workspace=tmp_path, pod=FakePod(),
+                        ide_pids=list, environ=environ)
     cpu = deps.samplers[1]
     assert isinstance(cpu, CpuSampler) and cpu.scope == "user"
     assert isinstance(deps.notifier, EmailNotifier)

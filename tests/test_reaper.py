@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from interactive.base.settings import Settings
+from interactive.base.settings import HookSettings
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
 from interactive.culler.cleanup import cleanup, run_hook
@@ -89,7 +89,7 @@ async def test_cleanup_runs_every_step_in_order(
     state = state_for()
 
     report = await cleanup(
-        state=state, settings=Settings(on_reap=lambda: order.append("hook")),
+        state=state, hooks=HookSettings(on_reap=lambda: order.append("hook")),
         snapshot=snapshot, store=store, ide=ide, pod=pod, notifier=notifier, clock=lambda: NOW,
     )
 
@@ -127,7 +127,7 @@ async def test_a_hanging_hook_is_cut_off_and_cleanup_goes_on(
     pod, notifier = OrderedPod(), FakeNotifier()
     try:
         report = await cleanup(
-            state=state_for(), settings=Settings(on_reap=release.wait),
+            state=state_for(), hooks=HookSettings(on_reap=release.wait),
             snapshot=Snapshot.take(workspace), store=store, ide=None, pod=pod,
             notifier=notifier, clock=lambda: NOW, hook_timeout=0.2,
         )
@@ -183,7 +183,7 @@ async def test_every_step_is_isolated(workspace: Path) -> None:
 
     pod = OrderedPod(order=order, deleted=False)
     report = await cleanup(
-        state=state_for(), settings=Settings(on_reap=hook), snapshot=snapshot,
+        state=state_for(), hooks=HookSettings(on_reap=hook), snapshot=snapshot,
         store=BrokenStore(), ide=FakeIde(order, fails=True), pod=pod,
         notifier=BrokenNotifier(), clock=lambda: NOW,
     )
@@ -201,7 +201,7 @@ async def test_every_step_is_isolated(workspace: Path) -> None:
 async def test_final_email_says_when_edits_were_not_saved() -> None:
     notifier = FakeNotifier()
     report = await cleanup(
-        state=state_for(), settings=Settings(), snapshot=None, store=None, ide=None, pod=None,
+        state=state_for(), hooks=HookSettings(), snapshot=None, store=None, ide=None, pod=None,
         notifier=notifier, clock=lambda: NOW, hostname="laptop",
     )
     [mail] = notifier.finals
@@ -217,7 +217,7 @@ async def test_large_files_are_listed_not_copied(
     snapshot = Snapshot.take(workspace)
     (workspace / "model.bin").write_bytes(b"\0" * 1000)
     report = await cleanup(
-        state=state_for(), settings=Settings(), snapshot=snapshot, store=store, ide=None,
+        state=state_for(), hooks=HookSettings(), snapshot=snapshot, store=store, ide=None,
         pod=None, notifier=None, clock=lambda: NOW,
     )
     assert report.skipped == ["model.bin"]

@@ -8,7 +8,16 @@ import pytest
 
 from interactive.base.errors import SettingError
 from interactive.base.settings import (
+    GROUP_OF,
+    GROUPS,
     NAMES,
+    PARSERS,
+    TASK_NAMES,
+    EditorSettings,
+    HookSettings,
+    IdleSettings,
+    MailSettings,
+    PortSettings,
     Settings,
     build_settings,
     ensure_home,
@@ -20,31 +29,21 @@ from interactive.base.settings import (
 
 def test_defaults_match_the_design() -> None:
     s = build_settings({}, {})
-    assert (s.mode, s.ide, s.port, s.control_port, s.debug_port, s.bind, s.auth) == (
-        "on_failure",
-        "code-server",
-        8080,
-        8081,
-        5678,
-        "127.0.0.1",
-        "password",
-    )
-    assert (s.max_idle_seconds, s.grace_seconds, s.poll_seconds) == (1800, 600, 10)
-    assert (s.gpu_idle_percent, s.cpu_idle_percent, s.retries, s.cache, s.cache_version) == (
-        5,
-        5,
-        0,
-        False,
-        "1",
-    )
-    assert s.preempt_grace_seconds == 25 and s.extensions == () and s.owner is None
+    assert (s.mode, s.editor.ide, s.editor.auth) == ("on_failure", "code-server", "password")
+    assert s.ports == PortSettings(port=8080, control_port=8081, debug_port=5678, bind="127.0.0.1")
+    idle = s.idle
+    assert (idle.max_idle_seconds, idle.grace_seconds, idle.poll_seconds) == (1800, 600, 10)
+    assert (idle.gpu_idle_percent, idle.cpu_idle_percent, idle.dcgm_url) == (5, 5, None)
+    assert (s.retries, s.cache, s.cache_version) == (0, False, "1")
+    assert s.hooks.preempt_grace_seconds == 25 and s.editor.extensions == ()
+    assert s.mail.owner is None and s == Settings()
 
 
 def test_environment_overrides_the_argument() -> None:
     s = build_settings(
         {"max_idle_seconds": 60, "mode": "startup"}, {"PODCODE_MAX_IDLE_SECONDS": "900"}
     )
-    assert s.max_idle_seconds == 900 and s.mode == "startup"
+    assert s.idle.max_idle_seconds == 900 and s.mode == "startup"
 
 
 @pytest.mark.parametrize(
@@ -87,7 +86,48 @@ def test_unknown_setting_is_refused() -> None:
 def test_every_setting_has_an_environment_override() -> None:
     for name in NAMES:
         assert env_name(name) == "PODCODE_" + name.upper()
-    assert set(NAMES) == {f for f in Settings.__dataclass_fields__ if f != "names"}
+    grouped = {f for kind in GROUPS.values() for f in kind.__dataclass_fields__}
+    assert set(NAMES) == set(TASK_NAMES) | grouped == set(PARSERS)
+    assert len(NAMES) == len(set(NAMES)) == 23
+    assert set(GROUP_OF) == grouped and not set(TASK_NAMES) & grouped
+
+
+def test_every_setting_lands_in_its_group_from_a_keyword_and_from_its_variable() -> None:
+    """Each ``PODCODE_*`` variable and each keyword still sets its one setting, flat."""
+    values = {
+        "mode": ("startup", "startup"), "ide": ("none", "none"), "port": ("9000", 9000),
+        "control_port": ("9001", 9001), "debug_port": ("9002", 9002),
+        "bind": ("0.0.0.0", "0.0.0.0"), "auth": ("none", "none"),
+        "max_idle_seconds": ("60", 60.0), "grace_seconds": ("7", 7.0),
+        "poll_seconds": ("0.5", 0.5), "gpu_idle_percent": ("9", 9.0),
+        "cpu_idle_percent": ("8", 8.0), "owner": ("ana@example.com", "ana@example.com"),
+        "retries": ("2", 2), "max_capture_bytes": ("1000", 1000), "cache": ("yes", True),
+        "cache_version": ("v2", "v2"), "extensions": ("a.vsix", ("a.vsix",)),
+        "on_reap": ("os.path:exists", os.path.exists),
+        "on_preempt": ("os.path:isdir", os.path.isdir),
+        "preempt_grace_seconds": ("3", 3.0), "workspace": (".", Path(".").resolve()),
+        "dcgm_url": ("http://d:9400/metrics", "http://d:9400/metrics"),
+    }
+    assert set(values) == set(NAMES)
+    for name, (raw, expected) in values.items():
+        from_env = build_settings({}, {env_name(name): raw})
+        from_keyword = build_settings({name: raw}, {})
+        assert from_env.value(name) == expected == from_keyword.value(name), name
+        assert from_env.names == (name,) and from_env == from_keyword
+        group = GROUP_OF.get(name)
+        holder = from_env if group is None else getattr(from_env, group)
+        assert getattr(holder, name) == expected
+        assert from_env != Settings(), f"{name} changed nothing"
+
+
+def test_the_groups_are_typed_dataclasses_of_their_own() -> None:
+    s = build_settings({"owner": "a@b.c", "on_reap": "os.path:exists", "port": 0}, {})
+    assert isinstance(s.ports, PortSettings) and s.ports.port == 0
+    assert isinstance(s.editor, EditorSettings) and isinstance(s.idle, IdleSettings)
+    assert s.mail == MailSettings(owner="a@b.c")
+    assert s.hooks == HookSettings(on_reap=os.path.exists)
+    with pytest.raises(KeyError):
+        s.value("no_such_setting")
 
 
 def test_hooks_extensions_and_workspace_from_environment(tmp_path: Path) -> None:
@@ -102,8 +142,8 @@ def test_hooks_extensions_and_workspace_from_environment(tmp_path: Path) -> None
     )
     import os.path
 
-    assert s.on_reap is os.path.exists
-    assert s.extensions == ("a.vsix", "ms-python.python")
+    assert s.hooks.on_reap is os.path.exists
+    assert s.editor.extensions == ("a.vsix", "ms-python.python")
     assert s.workspace == tmp_path.resolve() and s.cache is True
 
 
@@ -127,8 +167,8 @@ def test_home_default_and_override(tmp_path: Path) -> None:
 
 def test_poll_seconds_at_the_floor_and_dcgm_url() -> None:
     s = build_settings({"poll_seconds": 0.1}, {"PODCODE_DCGM_URL": " http://dcgm:9400/metrics "})
-    assert s.poll_seconds == 0.1 and s.dcgm_url == "http://dcgm:9400/metrics"
-    assert build_settings({}, {}).dcgm_url is None
+    assert s.idle.poll_seconds == 0.1 and s.idle.dcgm_url == "http://dcgm:9400/metrics"
+    assert build_settings({}, {}).idle.dcgm_url is None
 
 
 @pytest.mark.parametrize(

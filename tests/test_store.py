@@ -12,7 +12,10 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from interactive.storage.store import PARTIAL_SUFFIX, Store, StoreError, atomic_open, open_store
+from interactive.base.files import atomic_open
+from interactive.storage.fsspec_store import FsspecStore
+from interactive.storage.local_store import LocalStore
+from interactive.storage.store import PARTIAL_SUFFIX, Store, StoreError, open_store
 
 
 def memory_url() -> str:
@@ -79,7 +82,7 @@ def test_memory_store_round_trip(tmp_path: Path) -> None:
 
 def test_rename_based_remote_store_leaves_no_temporary(tmp_path: Path) -> None:
     """A remote file system without atomic object PUTs: temporary name, then rename."""
-    store = Store(url=str(tmp_path), fs=fsspec.filesystem("file"))
+    store = FsspecStore(str(tmp_path), fsspec.filesystem("file"))
     store.put_bytes("d/x.bin", b"1")
     store.put_bytes("d/x.bin", b"22")
     assert (tmp_path / "d" / "x.bin").read_bytes() == b"22"
@@ -271,3 +274,71 @@ def test_chunks_and_writable_buffers(tmp_path: Path, remote: bool) -> None:
     assert buffer == bytearray(b"abcdef")
     assert isinstance(buffer, bytearray)
     assert store.get_buffer("e/missing.bin") is None
+
+
+# -- both kinds through the protocol ------------------------------------------------------
+
+
+@pytest.fixture(params=["local", "memory", "rename"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    """A local folder, an object store (memory://, like s3://) and a file system written
+    with a temporary name and a rename (fsspec's local driver, like hdfs://)."""
+    if request.param == "local":
+        return LocalStore(tmp_path / "store")
+    if request.param == "memory":
+        return FsspecStore(memory_url(), fsspec.filesystem("memory"))
+    return FsspecStore(str(tmp_path / "remote"), fsspec.filesystem("file"))
+
+
+def test_open_store_chooses_the_kind(tmp_path: Path) -> None:
+    assert isinstance(open_store({"PODCODE_STORE": str(tmp_path)}), LocalStore)
+    assert isinstance(open_store({"PODCODE_STORE": f"file://{tmp_path}"}), LocalStore)
+    assert isinstance(open_store({"PODCODE_STORE": memory_url()}), FsspecStore)
+
+
+def test_every_store_writes_reads_lists_and_deletes(any_store: Store, tmp_path: Path) -> None:
+    store = any_store
+    store.make_dir("d")
+    store.put_bytes("d/a.bin", b"A")
+    store.put_chunks("d/sub/b.bin", [b"B", memoryview(b"b")], durable=False)
+    source = tmp_path / "source.txt"
+    source.write_bytes(b"file")
+    store.put_file("d/c.txt", source)
+    assert store.get_bytes("d/a.bin") == b"A" and store.get_buffer("d/sub/b.bin") == b"Bb"
+    assert store.get_bytes("d/c.txt") == b"file"
+    assert store.exists("d/a.bin") and not store.exists("d/none.bin")
+    assert sorted(store.list_files("d")) == ["a.bin", "c.txt", "sub/b.bin"]
+    assert store.list_files("nowhere") == {}
+    store.put_bytes("d/a.bin", b"AA")
+    assert store.get_bytes("d/a.bin") == b"AA"
+    store.delete("d/a.bin")
+    store.delete("d/a.bin")  # a missing file is fine
+    assert store.get_bytes("d/a.bin") is None and store.get_buffer("d/a.bin") is None
+    assert store.url_for("d/c.txt").startswith(store.url)
+
+
+def test_every_store_keeps_paths_inside(any_store: Store) -> None:
+    for bad in ("/etc/passwd", "../outside", ""):
+        with pytest.raises(ValueError, match="inside the store"):
+            any_store.put_bytes(bad, b"x")
+        with pytest.raises(ValueError, match="inside the store"):
+            any_store.url_for(bad)
+
+
+def test_every_store_syncs_a_mirror_both_ways(any_store: Store, tmp_path: Path) -> None:
+    pod1, pod2 = tmp_path / "pod1", tmp_path / "pod2"
+    make_files(pod1, {"a.pt": b"A", "sub/b.pt": b"B"})
+    any_store.sync_up(pod1, "ck")
+    any_store.sync_down("ck", pod2)
+    assert (pod2 / "a.pt").read_bytes() == b"A" and (pod2 / "sub" / "b.pt").read_bytes() == b"B"
+    (pod1 / "a.pt").unlink()
+    any_store.sync_up(pod1, "ck")
+    assert sorted(any_store.list_files("ck")) == ["sub/b.pt"]
+
+
+def test_only_a_local_store_has_local_paths(any_store: Store) -> None:
+    if any_store.is_local:
+        assert any_store.local_path("x/y.bin") == Path(any_store.url) / "x" / "y.bin"
+    else:
+        with pytest.raises(StoreError, match="sync_down"):
+            any_store.local_path("x/y.bin")

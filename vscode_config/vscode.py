@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from vscode_config.templates import compile_templates, render
@@ -15,18 +14,6 @@ DESKTOP_DEBUG_TYPE = "debugpy"
 """Microsoft's Python Debugger extension, in a desktop VS Code attaching to the pod."""
 TEMPLATES = ("launch.json.j2", "settings.json.j2", "rerun.py.j2")
 """What a session renders into ``.vscode`` when it opens."""
-
-_TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/|,(?=\s*[\]}])', re.DOTALL)
-
-
-def parse_jsonc(text: str) -> Any:
-    """Parse JSON with comments and trailing commas, as VS Code writes it."""
-
-    def keep_strings(match: re.Match[str]) -> str:
-        token = match.group(0)
-        return token if token.startswith('"') else ""
-
-    return json.loads(_TOKENS.sub(keep_strings, text))
 
 
 def debug_type(ide: str) -> str:

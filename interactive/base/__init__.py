@@ -3,8 +3,9 @@
 Owns the types (:class:`~interactive.base.types.TaskRef`, the clock), the errors, the
 settings and where ``$PODCODE_HOME`` is, the session's phases and commands, the
 session's observable state, its ``session.json`` record (one writer, one reader), atomic
-file writes, task-name-to-folder, listening ports, process identity, the one helper that
-starts podcode's threads and the session's event loop.
+file writes and VS Code's JSON with comments, task-name-to-folder, listening ports,
+process identity, the one helper that starts podcode's threads and the session's event
+loop.
 
 Runs on: the pod and the laptop. May import: the standard library and small pure
 dependencies only (no jinja2, aiohttp, kubernetes or debugpy); nothing else of podcode.

@@ -217,7 +217,7 @@ def make_private(folder: Path) -> None:
 def write_session(home: Path, record: Mapping[str, Any]) -> Path:
     make_private(home)
     path = session_path(home)
-    write_json(path, dict(record), mode=0o600)
+    write_json(path, dict(record), mode=0o600, durable=False)  # it describes a live process
     return path
 
 
@@ -303,5 +303,5 @@ def mark_gone(path: Path, pid: int, started: float | None, now: float) -> bool:
         changed = gone_record(current, pid, started, now) if current is not None else None
         if changed is None:
             return False
-        write_json(path, changed, mode=0o600)
+        write_json(path, changed, mode=0o600, durable=False)
         return True

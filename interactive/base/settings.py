@@ -4,6 +4,10 @@ An environment variable wins over the decorator argument, so an operator can
 tune a deployed image without editing code. Every value is checked when the
 decorator is applied, the decorator's own too when a variable overrides it;
 a bad one raises :class:`SettingError` naming it.
+
+The names are flat for the user (``@vscode(port=...)``, ``PODCODE_PORT``); inside,
+:func:`build_settings` puts each in its typed group (``settings.ports.port``), and
+each part of the session takes the group it needs.
 """
 
 from __future__ import annotations
@@ -33,13 +37,9 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 @dataclass(frozen=True)
-class Settings:
-    """What one decorated task does when it fails. Units are in the names."""
+class PortSettings:
+    """Where the session listens."""
 
-    mode: str = "on_failure"
-    """``on_failure``: run, open a session if it raises. ``startup``: open first."""
-    ide: str = "code-server"
-    """``code-server`` serves VS Code in the browser; ``none`` is debugpy + API only."""
     port: int = 8080
     """code-server's port (0: any free port)."""
     control_port: int = 8081
@@ -48,8 +48,25 @@ class Settings:
     """debugpy's port (0: any free port)."""
     bind: str = "127.0.0.1"
     """Address every listener binds; reach it through a port-forward."""
+
+
+@dataclass(frozen=True)
+class EditorSettings:
+    """The IDE the session serves."""
+
+    ide: str = "code-server"
+    """``code-server`` serves VS Code in the browser; ``none`` is debugpy + API only."""
     auth: str = "password"
     """code-server's authentication: ``password`` (generated) or ``none``."""
+    extensions: tuple[str, ...] = ()
+    """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
+
+
+@dataclass(frozen=True)
+class IdleSettings:
+    """When a session counts as idle, and how long it has before cleanup. Units are in
+    the names."""
+
     max_idle_seconds: float = 1800.0
     """Idle time before the owner is warned."""
     grace_seconds: float = 600.0
@@ -60,8 +77,40 @@ class Settings:
     """GPU utilisation at or below this counts as idle."""
     cpu_idle_percent: float = 5.0
     """CPU use of the user's processes at or below this counts as idle."""
+    dcgm_url: str | None = None
+    """dcgm-exporter's metrics URL (``http://host:9400/metrics``), read for the GPU activity
+    of MIG slices, where NVML has no utilisation."""
+
+
+@dataclass(frozen=True)
+class MailSettings:
+    """Who is told about an idle session. The SMTP server (``PODCODE_SMTP_URL``, which
+    holds a password) and ``PODCODE_MAIL_FROM`` are read from the environment when a mail
+    is sent, never kept here."""
+
     owner: str | None = None
     """Email address warned before cleanup (else PODCODE_OWNER, else the pod annotation)."""
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """The user's code that saves work before the pod goes away."""
+
+    on_reap: Hook | None = None
+    """Called (bounded in time) before an idle session is cleaned up."""
+    on_preempt: Hook | None = None
+    """Called within ``preempt_grace_seconds`` after SIGTERM."""
+    preempt_grace_seconds: float = 25.0
+    """Time the preemption hooks get after SIGTERM."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one decorated task does when it fails: the task's own settings, and the
+    groups each part of the session takes. Units are in the names."""
+
+    mode: str = "on_failure"
+    """``on_failure``: run, open a session if it raises. ``startup``: open first."""
     retries: int = 0
     """Fresh attempts with the same inputs before a session opens."""
     max_capture_bytes: int = 1 << 30
@@ -70,24 +119,47 @@ class Settings:
     """Return a stored output for the same inputs instead of running."""
     cache_version: str = "1"
     """Bump to invalidate every cached output of this task."""
-    extensions: tuple[str, ...] = ()
-    """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
-    on_reap: Hook | None = None
-    """Called (bounded in time) before an idle session is cleaned up."""
-    on_preempt: Hook | None = None
-    """Called within ``preempt_grace_seconds`` after SIGTERM."""
-    preempt_grace_seconds: float = 25.0
-    """Time the preemption hooks get after SIGTERM."""
     workspace: Path | None = None
     """Folder opened in the IDE; default: the task's source folder."""
-    dcgm_url: str | None = None
-    """dcgm-exporter's metrics URL (``http://host:9400/metrics``), read for the GPU activity
-    of MIG slices, where NVML has no utilisation."""
+    ports: PortSettings = field(default_factory=PortSettings)
+    """The listeners (the session, the IDE's launch, ``podcode doctor``)."""
+    editor: EditorSettings = field(default_factory=EditorSettings)
+    """The IDE (the session and the IDE's launch)."""
+    idle: IdleSettings = field(default_factory=IdleSettings)
+    """The idle monitor and its decision."""
+    mail: MailSettings = field(default_factory=MailSettings)
+    """The owner's notifier."""
+    hooks: HookSettings = field(default_factory=HookSettings)
+    """Cleanup and preemption."""
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """Settings that were given explicitly (argument or environment)."""
 
+    def value(self, name: str) -> Any:
+        """The setting ``name`` (a decorator keyword), wherever its group keeps it."""
+        group = GROUP_OF.get(name)
+        if group is None and name not in TASK_NAMES:
+            raise KeyError(name)
+        return getattr(self if group is None else getattr(self, group), name)
 
-NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.name != "names")
+
+GROUPS: Mapping[str, type[Any]] = {
+    "ports": PortSettings,
+    "editor": EditorSettings,
+    "idle": IdleSettings,
+    "mail": MailSettings,
+    "hooks": HookSettings,
+}
+"""Attribute of :class:`Settings` -> the group it holds."""
+GROUP_OF: Mapping[str, str] = {
+    f.name: group for group, kind in GROUPS.items() for f in dataclasses.fields(kind)
+}
+"""Setting name -> the attribute of :class:`Settings` whose group holds it."""
+TASK_NAMES: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Settings) if f.name not in GROUPS and f.name != "names"
+)
+"""The settings :class:`Settings` keeps itself."""
+NAMES: tuple[str, ...] = (*TASK_NAMES, *GROUP_OF)
+"""Every setting: the decorator's keywords, each also ``PODCODE_<NAME>`` (flat)."""
 
 
 def env_name(name: str) -> str:
@@ -276,7 +348,18 @@ def build_settings(arguments: Mapping[str, object], environ: Environ | None = No
             values[name] = given
         if raw is not None:
             values[name] = PARSERS[name](name, raw)
-    return Settings(**values, names=tuple(values))
+    return grouped(values)
+
+
+def grouped(values: Mapping[str, Any]) -> Settings:
+    """Settings from flat, checked ``values`` (by setting name), each put in its group."""
+    groups: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
+    task: dict[str, Any] = {}
+    for name, value in values.items():
+        group = GROUP_OF.get(name)
+        (task if group is None else groups[group])[name] = value
+    built = {group: GROUPS[group](**given) for group, given in groups.items()}
+    return Settings(**task, **built, names=tuple(values))
 
 
 def _checked_argument(name: str, value: object, overridden: bool) -> Any:

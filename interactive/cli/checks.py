@@ -171,7 +171,7 @@ def check_ports(environ: Environ) -> list[Check]:
         settings = build_settings({}, environ)
     except SettingError as exc:
         return [Check("ports", FAIL, str(exc), "fix the PODCODE_* setting it names")]
-    return [_port_check(name, label, settings.bind, getattr(settings, name))
+    return [_port_check(name, label, settings.ports.bind, getattr(settings.ports, name))
             for name, label in PORTS]
 
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 from pathlib import Path
 from typing import Any
 
-_TOKENS = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
-_TRAILING_COMMA = re.compile(r',(\s*[}\]])')
+from interactive.base.files import strip_jsonc, write_bytes, write_json
 
 
 def attach_configuration(
@@ -26,12 +23,6 @@ def attach_configuration(
     if remote_root:
         configuration["pathMappings"] = [{"localRoot": local_root, "remoteRoot": remote_root}]
     return configuration
-
-
-def strip_jsonc(text: str) -> str:
-    """JSON with comments and trailing commas (VS Code's format) to plain JSON."""
-    without = _TOKENS.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "", text)
-    return _TRAILING_COMMA.sub(r"\1", without)
 
 
 def merge_launch(path: Path, configuration: dict[str, Any]) -> bool:
@@ -52,14 +43,10 @@ def merge_launch(path: Path, configuration: dict[str, Any]) -> bool:
         existing.update(loaded)
         had_comments = plain != text
         if had_comments:
-            path.with_name(path.name + ".bak").write_text(text, encoding="utf-8")
+            write_bytes(path.with_name(path.name + ".bak"), text.encode(), 0o644)
     others = [c for c in existing.get("configurations") or []
               if not (isinstance(c, dict) and c.get("name") == configuration["name"])]
     existing["configurations"] = [*others, configuration]
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(existing, handle, indent=2)
-        handle.write("\n")
-    os.replace(temporary, path)
+    write_json(path, existing)
     return had_comments

@@ -15,8 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
+from interactive.base.settings import HookSettings
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import Hook
@@ -57,7 +58,7 @@ class CleanupReport:
 async def cleanup(
     *,
     state: SessionState,
-    settings: Any,
+    hooks: HookSettings,
     snapshot: WorkspaceChanges | None,
     store: EditStore | None,
     ide: StoppableIde | None,
@@ -70,7 +71,7 @@ async def cleanup(
     """Run every cleanup step in order; each one isolated and bounded."""
     report = CleanupReport()
     state.set(state="reaping")
-    hook = getattr(settings, "on_reap", None)
+    hook = hooks.on_reap
     if hook is not None:
         report.hook_ran = await _step(report, "on_reap hook", run_hook(hook, hook_timeout), False)
     if snapshot is not None and store is not None:

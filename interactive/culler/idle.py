@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+
+from interactive.base.settings import IdleSettings
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class Limits:
     """Time between the warning and the cleanup."""
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Limits:
-        return cls(float(settings.max_idle_seconds), float(settings.grace_seconds))
+    def from_settings(cls, idle: IdleSettings) -> Limits:
+        return cls(float(idle.max_idle_seconds), float(idle.grace_seconds))
 
 
 @dataclass(frozen=True)

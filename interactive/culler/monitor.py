@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from interactive.base.phases import BUSY, ENDED
+from interactive.base.settings import IdleSettings, MailSettings
 from interactive.base.state import SessionState
 from interactive.base.threads import service_executor
 from interactive.base.types import Environ
@@ -70,9 +71,10 @@ class MonitorDeps:
 
 
 def default_deps(
-    settings: Any,
+    idle: IdleSettings,
     state: SessionState,
     *,
+    mail: MailSettings,
     workspace: Path,
     pod: PodHandle | None,
     ide_pids: Callable[[], Sequence[int]],
@@ -87,19 +89,19 @@ def default_deps(
     scope = "user" if environ.get("KUBERNETES_SERVICE_HOST") else "tree"
     samplers: list[Sampler] = [
         FileSampler(Path(workspace), exclude=functools.partial(own_writes, environ)),
-        CpuSampler(settings.cpu_idle_percent, ide_pids=ide_pids, scope=scope),
-        GpuSampler(settings.gpu_idle_percent, environ=environ,
-                   dcgm_url=getattr(settings, "dcgm_url", None), note=state.note),
+        CpuSampler(idle.cpu_idle_percent, ide_pids=ide_pids, scope=scope),
+        GpuSampler(idle.gpu_idle_percent, environ=environ, dcgm_url=idle.dcgm_url,
+                   note=state.note),
     ]
     notifier = build_notifier(
-        settings.owner, state, environ=environ,
+        mail.owner, state, environ=environ,
         owner_annotation=pod.owner_annotation if pod is not None else None,
     )
     return MonitorDeps(samplers, state.clock, asyncio.sleep, notifier, pod)
 
 
 def keepalive(
-    state: SessionState, settings: Any, seconds: float, now: float | None = None
+    state: SessionState, idle: IdleSettings, seconds: float, now: float | None = None
 ) -> float:
     """Postpone the warning to at least ``now + seconds``; returns the new ``reap_at``.
 
@@ -110,19 +112,19 @@ def keepalive(
     state.set(keepalive_until=max(state.keepalive_until, now + seconds))
     state.touch(now)
     activity = Activity(state.last_activity, state.keepalive_until)
-    return projected_reap_at(activity, Limits.from_settings(settings))
+    return projected_reap_at(activity, Limits.from_settings(idle))
 
 
 async def run_monitor(
     state: SessionState,
-    settings: Any,
+    idle: IdleSettings,
     deps: MonitorDeps,
     *,
     on_reap: Callable[[], Awaitable[None]],
 ) -> None:
     """Watch the session until it is reaped (after ``on_reap``) or over; cancel to stop."""
     executor = service_executor("podcode-monitor", workers=1)
-    monitor = _Monitor(state, settings, deps, executor)
+    monitor = _Monitor(state, idle, deps, executor)
     try:
         while state.state not in ENDED:
             now = deps.clock()
@@ -151,12 +153,16 @@ class _Monitor:
     """The loop's memory: the warning in force and the state it replaced."""
 
     def __init__(
-        self, state: SessionState, settings: Any, deps: MonitorDeps, executor: ThreadPoolExecutor
+        self,
+        state: SessionState,
+        idle: IdleSettings,
+        deps: MonitorDeps,
+        executor: ThreadPoolExecutor,
     ) -> None:
         self.state = state
         self.deps = deps
-        self.limits = Limits.from_settings(settings)
-        self.poll_seconds = float(settings.poll_seconds)
+        self.limits = Limits.from_settings(idle)
+        self.poll_seconds = float(idle.poll_seconds)
         self.executor = executor
         self.warning: IdleWarning | None = None
         self.before_warning = "waiting"

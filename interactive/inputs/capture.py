@@ -16,7 +16,7 @@ running the same task never overwrite each other's::
 
     manifest.json   what was saved, where, and what could not be
     data.bin        the per-argument pickles, back to back
-    buffers.bin     the out-of-band buffers, back to back, 64-byte aligned
+    buffers.bin     the out-of-band buffers, 64-byte aligned (:mod:`interactive.storage.pickles`)
 
 :func:`load_inputs` looks, in order, in this process's own session, in the
 session whose IDE started this process (``PODCODE_SESSION_ID``, set in every
@@ -29,10 +29,8 @@ process dies.
 from __future__ import annotations
 
 import inspect
-import io
 import json
 import logging
-import mmap
 import os
 import pickle
 import shutil
@@ -40,20 +38,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from interactive.base import record
+from interactive.base import files, record
 from interactive.base.errors import InputsError
 from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
 from interactive.inputs import tensors
+from interactive.storage import pickles
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 INPUTS = "inputs"
-_ALIGN = 64
 _BIG_BYTES = 1 << 20  # bytes objects at least this large go out of band
 
 
@@ -101,35 +99,13 @@ class _BufferSink:
         self._torch_dumps = tensors.storage_pickler()
 
     def dumps(self, value: Any) -> bytes:
-        start = len(self.buffers)
-        try:
-            if self._torch_dumps is not None:
-                return self._torch_dumps(_wrap_bytes(value), self.buffers.append)
-            return pickle.dumps(_wrap_bytes(value), protocol=5, buffer_callback=self.buffers.append)
-        except BaseException:
-            del self.buffers[start:]
-            raise
+        return pickles.dumps(_wrap_bytes(value), self.buffers, self._torch_dumps)
 
 
 def _wrap_bytes(value: Any) -> Any:
     if isinstance(value, bytes) and len(value) >= _BIG_BYTES:
         return pickle.PickleBuffer(value)
     return value
-
-
-def _write_buffers(out: BinaryIO, buffers: list[pickle.PickleBuffer]) -> list[list[int]]:
-    spans: list[list[int]] = []
-    offset = 0
-    for buffer in buffers:
-        raw = buffer.raw()
-        pad = (-offset) % _ALIGN
-        if pad:
-            out.write(b"\0" * pad)
-            offset += pad
-        out.write(raw)
-        spans.append([offset, raw.nbytes])
-        offset += raw.nbytes
-    return spans
 
 
 def _size(count: float) -> str:
@@ -194,7 +170,7 @@ def save_inputs(
                 report.saved.append(name)
             entries.append(entry)
     with open(staging / "buffers.bin", "wb") as out:
-        spans = _write_buffers(out, sink.buffers)
+        spans = pickles.write_parts(out, pickles.raw_buffers(sink.buffers))
     manifest = {
         "format": FORMAT,
         "task": task,
@@ -204,7 +180,7 @@ def save_inputs(
     }
     with open(staging / "manifest.json", "w", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=1)
-    _replace_folder(staging, folder)
+    files.replace_folder(staging, folder)
     for name, why in report.failed.items():
         log.warning(
             "input %r of task %s cannot be saved (%s); the session opens without it",
@@ -265,14 +241,6 @@ def prune(home: Path, task: str) -> list[Path]:
     for path in removed:
         shutil.rmtree(path, ignore_errors=True)
     return removed
-
-
-def _replace_folder(staging: Path, folder: Path) -> None:
-    old = folder.parent / f".{folder.name}.{os.getpid()}.old"
-    if folder.exists():
-        folder.rename(old)
-    staging.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _read_manifest(folder: Path) -> dict[str, Any]:
@@ -347,42 +315,6 @@ def _default_task(home: Path, environ: Mapping[str, str]) -> str:
     )
 
 
-def _uninitialized(size: int) -> memoryview:
-    """Writable memory that is not zero-filled first: NumPy's allocator when it is there
-    (it asks for huge pages, so reading in is about twice as fast), else an anonymous map."""
-    try:
-        import numpy
-    except ImportError:
-        return memoryview(mmap.mmap(-1, size))
-    return numpy.empty(size, dtype=numpy.uint8).data.cast("B")
-
-
-def _map_pool(path: Path) -> memoryview:
-    """The buffer file mapped copy-on-write: writable, private to this process, sharing
-    the page cache's pages until written. Read into memory where it cannot be mapped."""
-    with open(path, "rb", buffering=0) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size == 0:
-            return memoryview(bytearray())
-        try:
-            return memoryview(mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_COPY))
-        except (OSError, ValueError) as exc:
-            log.debug("cannot map %s (%s); reading it", path, exc)
-            return _read_pool(handle, size, path)
-
-
-def _read_pool(handle: io.FileIO, size: int, path: Path) -> memoryview:
-    """The whole buffer file in writable memory, read once (no zero-filling pass first)."""
-    view = _uninitialized(size)
-    done = 0
-    while done < size:
-        count = handle.readinto(view[done:])
-        if not count:
-            raise InputsError(f"{path} is shorter than its manifest says")
-        done += count
-    return view
-
-
 def load_inputs(
     task: str | None = None, home: Path | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -401,10 +333,10 @@ def load_inputs(
             f"inputs {', '.join(map(repr, missing))} of {manifest['task']} could not be saved "
             "when the task failed (see the session log); call the task with your own values"
         )
-    view = _map_pool(folder / "buffers.bin")
-    if any(offset + length > view.nbytes for offset, length in manifest["buffers"]):
-        raise InputsError(f"{folder / 'buffers.bin'} is shorter than its manifest says")
-    buffers = [view[offset : offset + length] for offset, length in manifest["buffers"]]
+    try:
+        buffers = pickles.views(pickles.map_file(folder / "buffers.bin"), manifest["buffers"])
+    except pickles.Truncated:
+        raise InputsError(f"{folder / 'buffers.bin'} is shorter than its manifest says") from None
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     with open(folder / "data.bin", "rb") as data:
@@ -412,9 +344,9 @@ def load_inputs(
     for entry in manifest["arguments"]:
         first, last = entry["buffers"]
         chunk = blob[entry["offset"] : entry["offset"] + entry["size"]]
-        value = pickle.loads(chunk, buffers=buffers[first:last])  # noqa: S301 - our own capture
-        if isinstance(value, pickle.PickleBuffer):
-            value = bytes(value)
+        value = pickles.loads(chunk, buffers[first:last])
+        if isinstance(value, (pickle.PickleBuffer, memoryview)):
+            value = bytes(value)  # a big bytes argument, saved out of band
         if entry["kind"] == "positional":
             args.append(value)
         else:

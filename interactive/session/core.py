@@ -122,12 +122,13 @@ class Session:
         self.state = SessionState(
             self.task.name,
             clock=self.clock,
-            owner=self.settings.owner,
-            max_idle_seconds=self.settings.max_idle_seconds,
-            grace_seconds=self.settings.grace_seconds,
+            owner=self.settings.mail.owner,
+            max_idle_seconds=self.settings.idle.max_idle_seconds,
+            grace_seconds=self.settings.idle.grace_seconds,
         )
         self.token = secrets.token_urlsafe(32)
-        self.password = secrets.token_urlsafe(18) if self.settings.auth == "password" else None
+        password = self.settings.editor.auth == "password"
+        self.password = secrets.token_urlsafe(18) if password else None
         self._loop: LoopThread | None = None
         self._control: ControlServer | None = None
         self._postmortem = postmortem.PostMortem()
@@ -183,7 +184,7 @@ class Session:
     def keepalive(self, seconds: float) -> float | None:
         from interactive.culler.monitor import keepalive
 
-        return keepalive(self.state, self.settings, seconds)
+        return keepalive(self.state, self.settings.idle, seconds)
 
     # -- lifecycle (called on the main thread) -----------------------------------------
     def open(
@@ -200,8 +201,10 @@ class Session:
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
         self.config_root = self._config_root()
-        bind = self.settings.bind
-        control_sock = bind_free(bind, self._offset(self.settings.control_port), "control_port")
+        bind = self.settings.ports.bind
+        control_sock = bind_free(
+            bind, self._offset(self.settings.ports.control_port), "control_port"
+        )
         self.endpoints.control_url = url_of(control_sock)
         self._loop = LoopThread()
         self._publisher = Publisher(
@@ -209,7 +212,7 @@ class Session:
             peers=self.peers,
         )
         settled = threading.Event()
-        if self.settings.ide != "none" and self.leader:
+        if self.settings.editor.ide != "none" and self.leader:
             # code-server takes the longest: start it first, set up the rest while it boots.
             self._loop.spawn(self._serve_ide(settled, bind), "ide")
             settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
@@ -228,7 +231,7 @@ class Session:
             self.state.note(
                 f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
             )
-        self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.debug_port))
+        self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.ports.debug_port))
         vscode_files.write_configurations(
             self.config_root,
             self.task,
@@ -237,7 +240,7 @@ class Session:
             control={"control_url": self.endpoints.control_url, "token": self.token},
             ranks=self._rank_endpoints(),
             source=self.workspace,
-            ide=self.settings.ide,
+            ide=self.settings.editor.ide,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot
@@ -261,7 +264,7 @@ class Session:
         if self.endpoints.code_server_url:
             where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
                             f"\"password\" in {record.session_dir(self.home) / record.FILE})")
-        elif self.settings.ide != "none" and self.leader:
+        elif self.settings.editor.ide != "none" and self.leader:
             where.insert(0, "VS Code when code-server is ready (podcode status)")
         print(
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
@@ -299,10 +302,11 @@ class Session:
 
         try:
             ide = await start_ide(
-                self.settings,
+                self.settings.editor,
                 workspace=opens,
                 home=self.home,
-                port=free_port(bind, self.settings.port, "port"),
+                bind=bind,
+                port=free_port(bind, self.settings.ports.port, "port"),
                 password=self.password,
                 note=self.state.note,
                 installing=installing,
@@ -327,7 +331,7 @@ class Session:
         url = store_url()
         if local_root(url) is None or not os.environ.get("KUBERNETES_SERVICE_HOST"):
             return
-        fallback = ", and mailed to the owner" if self.settings.owner else ""
+        fallback = ", and mailed to the owner" if self.settings.mail.owner else ""
         message = (
             f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
             "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
@@ -352,9 +356,9 @@ class Session:
             if local == self.local_rank:
                 host, port = self.endpoints.debug
             elif local in known and (peer_port := known[local].record.debug_port) is not None:
-                host, port = known[local].record.debug_host or self.settings.bind, peer_port
-            elif self.settings.debug_port:
-                host, port = self.settings.bind, self.settings.debug_port + local
+                host, port = known[local].record.debug_host or self.settings.ports.bind, peer_port
+            elif self.settings.ports.debug_port:
+                host, port = self.settings.ports.bind, self.settings.ports.debug_port + local
             else:
                 continue
             endpoints.append(vscode_files.RankEndpoint(local, host, port))
@@ -383,13 +387,14 @@ class Session:
                 "debug": self.endpoints.debug[1],
             }
             await self._publisher.mark_pod(
-                self.pod, task=self.task.name, owner=self.settings.owner, ports=ports
+                self.pod, task=self.task.name, owner=self.settings.mail.owner, ports=ports
             )
             for problem in self.pod.problems:  # e.g. a permission the Role lacks
                 self.state.note(problem)
         deps = default_deps(
-            self.settings,
+            self.settings.idle,
             self.state,
+            mail=self.settings.mail,
             workspace=self.workspace,
             pod=self.pod,
             ide_pids=lambda: self.ide.pids() if self.ide is not None else [],
@@ -403,7 +408,7 @@ class Session:
             if not self.leader:  # the leader warns the owner and deletes the pod
                 deps.notifier = None
         await run_monitor(
-            self.state, self.settings, deps, on_reap=lambda: self._reap(deps.notifier)
+            self.state, self.settings.idle, deps, on_reap=lambda: self._reap(deps.notifier)
         )
 
     async def _reap(self, notifier: Any) -> None:
@@ -417,7 +422,7 @@ class Session:
             store = None
         report = await cleanup(
             state=self.state,
-            settings=self.settings,
+            hooks=self.settings.hooks,
             snapshot=self.snapshot,
             store=store,
             ide=self.ide,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from interactive.base.identity import own_session_id
-from interactive.base.settings import Settings
+from interactive.base.settings import EditorSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +28,11 @@ class Ide(Protocol):
 
 
 async def start_ide(
-    settings: Settings,
+    editor: EditorSettings,
     *,
     workspace: Path,
     home: Path,
+    bind: str,
     port: int,
     password: str | None,
     note: Callable[[str], None],
@@ -53,7 +54,7 @@ async def start_ide(
     ``.vscode/podcode-session.json`` instead.
     """
     try:
-        if settings.ide == "none":
+        if editor.ide == "none":
             return None
         from server_bootstrap.codeserver import CodeServer
         from server_bootstrap.config import CodeServerConfig
@@ -71,11 +72,11 @@ async def start_ide(
                 server = CodeServer(
                     binary,
                     workspace=workspace,
-                    bind=settings.bind,
+                    bind=bind,
                     port=port,
                     data_dir=home / "code-server",
                     password=password,
-                    extensions=list(settings.extensions),
+                    extensions=list(editor.extensions),
                     companion=True,
                     marker=own_session_id(),  # the watchdog ends every process carrying it
                 )

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from interactive.base.files import write_json
+from interactive.base.files import parse_jsonc, write_json
 from interactive.base.names import folder_name
 from interactive.base.types import TaskRef
 from vscode_config import vscode
@@ -50,7 +50,7 @@ def _read_json(path: Path) -> Any:
     if not path.exists():
         return None
     try:
-        return vscode.parse_jsonc(path.read_text(encoding="utf-8"))
+        return parse_jsonc(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         backup = path.with_name(path.name + ".podcode-backup")
         path.replace(backup)

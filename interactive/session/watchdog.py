@@ -32,6 +32,7 @@ from pathlib import Path
 import psutil
 
 from interactive.base import record
+from interactive.base.files import temp_pattern
 from interactive.base.identity import SESSION_VARIABLE, own_session_id, process_identity, same_start
 
 log = logging.getLogger(__name__)
@@ -217,7 +218,7 @@ def clear_records(orders: Orders, now: float) -> int:
             companion_path.unlink(missing_ok=True)
     changed = 0
     for path in orders.records:
-        for temp in path.parent.glob(f".{path.name}.{orders.pid}.tmp"):
+        for temp in path.parent.glob(temp_pattern(path, orders.pid)):
             temp.unlink(missing_ok=True)  # a record the task was writing as it died
         try:
             changed += record.mark_gone(path, orders.pid, orders.started, now)

@@ -21,17 +21,17 @@ import contextlib
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from interactive.base import files
 from interactive.base.context import current_task
 from interactive.base.errors import PodcodeError
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
-from interactive.storage.store import PARTIAL_SUFFIX, Store, atomic_open, open_store
+from interactive.storage.store import Store, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +56,6 @@ def resolve_task(task: str | None = None) -> str:
             "@vscode, or name one: checkpoint_dir('my_module.train')"
         )
     return name
-
-
 
 
 def store_dir(task: str) -> str:
@@ -130,7 +128,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(target, mode) as fh:
+    with files.atomic_open(target, mode) as fh:
         yield fh
 
 
@@ -144,19 +142,8 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PARTIAL_SUFFIX)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        if not tmp.is_file():
-            raise FileNotFoundError(f"nothing was written to the temporary file {tmp}")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with files.atomic_path(target) as temp:
+        yield temp
 
 
 def sync_all_mirrors() -> None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from interactive.base.names import folder_name
+from interactive.storage import pickles
 from interactive.storage.hashing import FORMAT, hash_inputs
 from interactive.storage.store import Chunk, Store, StoreError
 
@@ -30,8 +31,6 @@ logger = logging.getLogger(__name__)
 CACHE = "cache"
 """Top folder of cached outputs in the store."""
 MAGIC = b"PODCODE-CACHE\x01"
-ALIGN = 64
-"""Parts start on this boundary, so arrays loaded from them are aligned."""
 MAX_PARTS = 1 << 20
 KEY_FORMAT = b"podcode-cache-key/2:" + FORMAT
 """The input hash's algorithm is part of every key: a new one makes old entries misses."""
@@ -76,19 +75,16 @@ def encode_entry(parts: Sequence[Chunk]) -> list[Chunk]:
     """The chunks of an entry holding ``parts`` (the pickle, then its out-of-band buffers).
 
     Layout: magic, part count, part lengths, CRC-32 of the count, lengths and
-    parts; then each part, starting on a 64-byte boundary (aligned arrays).
-    The CRC catches damage (the lengths catch truncation); entries are not
-    protected against someone who can write the store.
+    parts; then the parts as :mod:`interactive.storage.pickles` lays them out from the
+    entry's start (each on a 64-byte boundary: aligned arrays). The CRC catches damage
+    (the lengths catch truncation); entries are not protected against someone who can
+    write the store.
     """
     views = [memoryview(part).cast("B") for part in parts]
     lengths = struct.pack(f"<Q{len(views)}Q", len(views), *(view.nbytes for view in views))
-    chunks: list[Chunk] = [MAGIC, lengths, struct.pack("<Q", _crc(lengths, views))]
-    offset = sum(len(chunk) for chunk in chunks)
-    for view in views:
-        chunks.append(bytes(-offset % ALIGN))
-        chunks.append(view)
-        offset += -offset % ALIGN + view.nbytes
-    return chunks
+    header: list[Chunk] = [MAGIC, lengths, struct.pack("<Q", _crc(lengths, views))]
+    body, _ = pickles.lay_out(views, start=sum(len(chunk) for chunk in header))
+    return header + body
 
 
 def decode_entry(data: Chunk) -> list[memoryview]:
@@ -101,14 +97,11 @@ def decode_entry(data: Chunk) -> list[memoryview]:
     if count > MAX_PARTS or len(view) < start + 8:
         raise CorruptEntry("truncated or damaged header")
     lengths = struct.unpack_from(f"<{count}Q", view, len(MAGIC) + 8)
-    offset = start + 8
-    parts: list[memoryview] = []
-    for length in lengths:
-        offset += -offset % ALIGN
-        parts.append(view[offset : offset + length])
-        offset += length
-    if offset != len(view) or any(len(part) != n for part, n in zip(parts, lengths, strict=True)):
-        raise CorruptEntry(f"{len(view)} bytes where the header announces {offset}")
+    spans = pickles.place(lengths, start + 8)
+    end = pickles.end_of(spans, start + 8)
+    if end != len(view):
+        raise CorruptEntry(f"{len(view)} bytes where the header announces {end}")
+    parts = pickles.views(view, spans)
     if struct.unpack_from("<Q", view, start)[0] != _crc(view[len(MAGIC) : start], parts):
         raise CorruptEntry("checksum mismatch")
     return parts
@@ -167,7 +160,7 @@ class TaskCache:
             return False, None
         try:
             pickle_part, *buffers = decode_entry(data)
-            return True, pickle.loads(pickle_part, buffers=buffers)  # noqa: S301 - our own entries
+            return True, pickles.loads(pickle_part, buffers)
         except CorruptEntry as exc:
             logger.warning("cache miss: entry %s is corrupt (%s); it will be replaced", where, exc)
         except Exception as exc:
@@ -188,8 +181,8 @@ class TaskCache:
         where = self.store.url_for(self.path(key))
         buffers: list[pickle.PickleBuffer] = []
         try:
-            payload = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-            parts: list[Chunk] = [payload, *(buffer.raw() for buffer in buffers)]
+            payload = pickles.dumps(value, buffers)
+            parts: list[Chunk] = [payload, *pickles.raw_buffers(buffers)]
         except Exception as exc:
             logger.warning(
                 "not cached: the output (type %s) cannot be pickled: %s: %s",

@@ -139,8 +139,9 @@ def _leave(call: Call, edits: Callable[[], object] | None = None) -> NoReturn:
             edits()
         _sync_checkpoints(call.ref)
 
-    hooks = [call.settings.on_preempt] if call.settings.on_preempt is not None else []
-    preempt.leave(hooks, call.settings.preempt_grace_seconds, after=save)
+    on_preempt = call.settings.hooks.on_preempt
+    hooks = [on_preempt] if on_preempt is not None else []
+    preempt.leave(hooks, call.settings.hooks.preempt_grace_seconds, after=save)
 
 
 def workspace_for(ref: TaskRef, settings: Settings) -> Path:
