@@ -68,6 +68,21 @@ def fsync_folder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
+def _replacing(target: Path, permissions: int, durable: bool) -> Iterator[tuple[int, Path]]:
+    """A new temporary file beside ``target`` (its descriptor and path) that replaces
+    ``target`` when the block ends without an exception, and is removed when it does not."""
+    fd, temp = _create_temp(target, permissions)
+    try:
+        yield fd, temp
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_folder(target.parent)
+
+
+@contextlib.contextmanager
 def atomic_open(
     path: str | os.PathLike[str],
     mode: str = "wb",
@@ -83,20 +98,15 @@ def atomic_open(
     """
     if mode not in _WRITE_MODES:
         raise ValueError(f"atomic_open writes whole files: mode 'wb' or 'w', not {mode!r}")
-    target = Path(path)
-    fd, temp = _create_temp(target, permissions)
-    try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
-            yield handle
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_folder(target.parent)
+    encoding = None if "b" in mode else "utf-8"
+    with (
+        _replacing(Path(path), permissions, durable) as (fd, _),
+        os.fdopen(fd, mode, encoding=encoding) as handle,
+    ):
+        yield handle
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
 
 
 @contextlib.contextmanager
@@ -105,22 +115,14 @@ def atomic_path(
 ) -> Iterator[Path]:
     """A temporary path (already created, empty) to write to by name; it replaces ``path``
     when the block ends without an exception, if something is there."""
-    target = Path(path)
-    fd, temp = _create_temp(target, permissions)
-    os.close(fd)
-    try:
+    with _replacing(Path(path), permissions, durable) as (fd, temp):
+        os.close(fd)
         yield temp
         if not temp.is_file():
             raise FileNotFoundError(f"nothing was written to the temporary file {temp}")
         if durable:
             with open(temp, "rb") as handle:
                 os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    if durable:
-        fsync_folder(target.parent)
 
 
 def write_bytes(
