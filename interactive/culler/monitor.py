@@ -47,8 +47,7 @@ from interactive.culler.idle import (
     projected_reap_at,
 )
 from interactive.culler.notify import Notifier, build_notifier
-from interactive.kube.labels import PodHandle, keepalive_command
-from interactive.kube.labels import describe_pod as describe_pod  # re-exported
+from interactive.kube.labels import PodHandle, describe_pod, keepalive_command
 from vscode_config.mail import WarningMail, utc
 
 logger = logging.getLogger(__name__)

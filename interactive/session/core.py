@@ -462,7 +462,7 @@ class Session:
             self._mail_fix(url, self.snapshot)
 
     def _mail_fix(self, url: str, snapshot: Snapshot) -> None:
-        from interactive.culler.monitor import describe_pod
+        from interactive.kube.labels import describe_pod
         from interactive.storage.edits import git_prefix
         from vscode_config.mail import ResumedMail, render_resumed
 
