@@ -32,7 +32,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1280, "height": 800}
 TIMEOUT_MS = 180_000
+TIMEOUT_S, POLL_S = 180.0, 0.005
+"""Waits outside the browser: as long as its own, polled finely (they are timed)."""
 ROUNDS = 5
 JOB = textwrap.dedent("""
     import time
@@ -70,17 +70,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _until(condition: Callable[[], Any], what: str, timeout: float = 180) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not within {timeout:g} s")
-        time.sleep(0.005)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -112,7 +101,8 @@ def bare_workbench(binary: Path, root: Path, browser: Any) -> float:
     try:
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        _until(lambda: _goto(page, f"http://127.0.0.1:{port}/"), "bare code-server answers")
+        wait_until(lambda: _goto(page, f"http://127.0.0.1:{port}/"), "bare code-server answers",
+                   TIMEOUT_S, POLL_S)
         page.locator(".explorer-folders-view .monaco-list-row", has_text="job.py").wait_for()
         return time.perf_counter() - started
     finally:
@@ -147,7 +137,8 @@ def time_to_frame(root: Path, browser: Any) -> float:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     context = browser.new_context(viewport=VIEWPORT)
     try:
-        record = _until(lambda: _session(home) or proc.poll() is not None, "a waiting session")
+        record = wait_until(lambda: _session(home) or proc.poll() is not None, "a waiting session",
+                            TIMEOUT_S, POLL_S)
         if record is True:
             raise RuntimeError("the job exited before its session opened")
         page = context.new_page()
@@ -180,7 +171,7 @@ def run(rounds: int = ROUNDS) -> list[dict[str, Any]]:
     binary = ensure_code_server(CodeServerConfig.from_environ())
     bare, ours = [], []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
             for _ in range(rounds):  # interleaved: both see the same machine weather
                 root = Path(tempfile.mkdtemp(prefix="podcode-bench-frame-"))

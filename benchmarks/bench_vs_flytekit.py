@@ -74,6 +74,7 @@ from server_bootstrap.config import CodeServerConfig, default_cache  # noqa: E40
 from server_bootstrap.installs import MARKER  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 from server_bootstrap.vsix import pack  # noqa: E402
+from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,6 @@ ROUNDS = int(os.environ.get("PODCODE_BENCH_FLYTE_ROUNDS", "3"))
 IDLE_SECONDS = float(os.environ.get("PODCODE_BENCH_IDLE_SECONDS", "75"))
 START_TIMEOUT = 600.0
 POLL_SECONDS = 0.01
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 HEARTBEAT = Path(".local") / "share" / "code-server" / "heartbeat"
 """code-server's heartbeat file under a pod's HOME: what flytekit's idle check reads."""
 

@@ -1,11 +1,18 @@
-"""What every browser test shares: Debian's chromium, its flags, where screenshots go,
-and the marks that skip a test where chromium or code-server is missing."""
+"""What every browser test shares: Debian's chromium, its flags, a page in a fresh profile,
+where screenshots go, and the marks that skip a test where chromium or code-server is
+missing."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.async_api import ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -18,3 +25,24 @@ MARKS = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
 ]
 """Add ``pytest.mark.codeserver`` where the test also runs code-server."""
+
+
+@contextlib.asynccontextmanager
+async def chromium_page(
+    profile: Path, *, viewport: ViewportSize, timeout_ms: float
+) -> AsyncIterator[Any]:
+    """The first page of a headless chromium with its own ``profile`` folder; every wait on
+    it times out after ``timeout_ms``. Closed (with the browser) at the end of the block."""
+    from playwright.async_api import async_playwright  # the tests skip without it
+
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            viewport=viewport,
+        )
+        try:
+            page = context.pages[0] if context.pages else await context.new_page()
+            page.set_default_timeout(timeout_ms)
+            yield page
+        finally:
+            await context.close()

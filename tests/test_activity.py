@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,10 @@ import pytest
 
 from interactive.base.threads import start_thread
 from interactive.culler.activity import CpuSampler, FileSampler, own_writes
+from tests.waiting import wait_until
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
 FOREVER = "while True: pass\n"
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.02)
 
 
 def bump(path: Path) -> None:
@@ -205,7 +197,8 @@ async def test_code_servers_heartbeat_in_the_workspace_is_not_activity(
     before = heartbeat.stat().st_mtime_ns if heartbeat.exists() else None
     async with aiohttp.ClientSession() as client, client.get(f"{server.url}login") as page:
         assert page.status == 200  # any request but /healthz beats the heart
-    wait_until(lambda: heartbeat.exists() and heartbeat.stat().st_mtime_ns != before)
+    wait_until(lambda: heartbeat.exists() and heartbeat.stat().st_mtime_ns != before,
+               timeout=30, poll=0.02)
     assert naive.sample(1.0).active  # the heartbeat did change in the workspace
     assert not watched.sample(1.0).active
 
@@ -258,7 +251,7 @@ def test_a_busy_child_process_is_activity(processes: list[subprocess.Popen[bytes
     sampler.sample(0.0)
     proc = spawn(FOREVER)
     processes.append(proc)
-    wait_until(lambda: cpu_of(proc.pid) >= 0.3)
+    wait_until(lambda: cpu_of(proc.pid) >= 0.3, timeout=30, poll=0.02)
     sample = sampler.sample(1.0)  # >= 0.3 CPU seconds in one second: >= 30 %
     assert sample.active
     assert sample.value is not None and sample.value >= 30.0
@@ -276,7 +269,7 @@ def test_same_user_scope_sees_our_children(processes: list[subprocess.Popen[byte
     sampler.sample(0.0)
     proc = spawn(FOREVER)
     processes.append(proc)
-    wait_until(lambda: cpu_of(proc.pid) >= 0.3)
+    wait_until(lambda: cpu_of(proc.pid) >= 0.3, timeout=30, poll=0.02)
     assert sampler.sample(1.0).active
 
 
@@ -316,7 +309,7 @@ def test_threads_of_this_process(name: str, ours: bool, counts: bool) -> None:
     try:
         assert thread.native_id is not None
         native_id = thread.native_id
-        wait_until(lambda: _thread_cpu(native_id) >= 0.5)
+        wait_until(lambda: _thread_cpu(native_id) >= 0.5, timeout=30, poll=0.02)
         sample = sampler.sample(2.0)  # counted, 0.5 CPU seconds in 2 s would be 25 %
     finally:
         stop.set()
@@ -349,5 +342,6 @@ def test_ide_processes_are_excluded_but_what_runs_in_its_terminal_counts(
     # the IDE reports its whole tree: launcher, its own helpers, the terminal's shell
     sampler = CpuSampler(5.0, ide_pids=lambda: [root.pid, own_pid, shell_pid], scope="tree")
     sampler.sample(0.0)
-    wait_until(lambda: cpu_of(own_pid if busy == "own" else shell_pid) >= 0.5)
+    wait_until(lambda: cpu_of(own_pid if busy == "own" else shell_pid) >= 0.5,
+               timeout=30, poll=0.02)
     assert sampler.sample(2.0).active is counts  # counted, it would be >= 25 %

@@ -17,8 +17,9 @@ import pytest
 from aiohttp import web
 
 from server_bootstrap.codeserver import CodeServer
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
+from tests.browser import ARTIFACTS, MARKS, chromium_page
 from tests.codeserver_fixture import code_server_processes
+from tests.waiting import eventually
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
@@ -80,81 +81,67 @@ def _workspace(root: Path, control_url: str) -> Path:
     return root
 
 
-async def _until(condition: Callable[[], bool], page: Any, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await page.wait_for_timeout(200)
-
-
 async def test_workbench_with_companion_in_chromium(
     code_server_factory: Callable[..., CodeServer], control_api: ControlApi, tmp_path: Path
 ) -> None:
     workspace = _workspace(tmp_path / "workspace", control_api.url)
     server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True)
     await server.start()
-    async with playwright_api.async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900},
-        )
-        try:
-            page = context.pages[0] if context.pages else await context.new_page()
-            page.set_default_timeout(60_000)
-            await page.goto(server.url)
-            await page.fill("input[type=password]", "not the password")
-            await page.click("input[type=submit], button[type=submit]")
-            await page.wait_for_selector("text=Incorrect password")
-            await page.fill("input[type=password]", PASSWORD)
-            await page.click("input[type=submit], button[type=submit]")
-            await page.wait_for_selector(".monaco-workbench")
-            explorer = page.locator(".explorer-folders-view")
-            await explorer.get_by_text("train.py", exact=True).wait_for()
-            await explorer.get_by_text("data_loading.py", exact=True).wait_for()
-            item = page.locator(".statusbar-item", has_text="podcode: waiting")
-            await item.wait_for()
-            assert "cleanup in 2" in (await item.inner_text())  # 25m, minus the load time
-            assert "/api/status" in control_api.paths()
-            await _status_bar_picture(page, item)
+    async with chromium_page(tmp_path / "chromium-profile", viewport={"width": 1400, "height": 900},
+                             timeout_ms=60_000) as page:
+        await page.goto(server.url)
+        await page.fill("input[type=password]", "not the password")
+        await page.click("input[type=submit], button[type=submit]")
+        await page.wait_for_selector("text=Incorrect password")
+        await page.fill("input[type=password]", PASSWORD)
+        await page.click("input[type=submit], button[type=submit]")
+        await page.wait_for_selector(".monaco-workbench")
+        explorer = page.locator(".explorer-folders-view")
+        await explorer.get_by_text("train.py", exact=True).wait_for()
+        await explorer.get_by_text("data_loading.py", exact=True).wait_for()
+        item = page.locator(".statusbar-item", has_text="podcode: waiting")
+        await item.wait_for()
+        assert "cleanup in 2" in (await item.inner_text())  # 25m, minus the load time
+        assert "/api/status" in control_api.paths()
+        await _status_bar_picture(page, item)
 
-            await explorer.get_by_text("train.py", exact=True).click()
-            editor = page.locator(".editor-instance .monaco-editor .view-lines").first
-            await editor.get_by_text("return 1 / lr").wait_for()
-            await editor.click()
-            await page.keyboard.press("Control+End")
-            await page.keyboard.type("# fixed by hand")
-            await editor.get_by_text("# fixed by hand").wait_for()
-            await _until(lambda: ("POST", "/api/activity", {"kind": "typing"})
-                         in control_api.calls, page)
+        await explorer.get_by_text("train.py", exact=True).click()
+        editor = page.locator(".editor-instance .monaco-editor .view-lines").first
+        await editor.get_by_text("return 1 / lr").wait_for()
+        await editor.click()
+        await page.keyboard.press("Control+End")
+        await page.keyboard.type("# fixed by hand")
+        await editor.get_by_text("# fixed by hand").wait_for()
+        await eventually(lambda: ("POST", "/api/activity", {"kind": "typing"})
+                         in control_api.calls, timeout=30, poll=0.2)
 
-            await page.keyboard.press("F1")
-            await page.keyboard.type("podcode: Resume workflow")
-            await page.locator(".quick-input-list .monaco-list-row",
-                               has_text="Resume workflow").first.wait_for()
-            await page.keyboard.press("Enter")
-            await _until(lambda: "/api/resume" in control_api.paths(), page)
-            await page.get_by_text("resuming the workflow with your edits").first.wait_for()
+        await page.keyboard.press("F1")
+        await page.keyboard.type("podcode: Resume workflow")
+        await page.locator(".quick-input-list .monaco-list-row",
+                           has_text="Resume workflow").first.wait_for()
+        await page.keyboard.press("Enter")
+        await eventually(lambda: "/api/resume" in control_api.paths(), timeout=30, poll=0.2)
+        await page.get_by_text("resuming the workflow with your edits").first.wait_for()
 
-            # A terminal: its shell gets a session of its own, yet stop() must end it.
-            await page.keyboard.press("F1")
-            await page.keyboard.type("Terminal: Create New Terminal")
-            await page.locator(".quick-input-list .monaco-list-row",
-                               has_text="Create New Terminal").first.wait_for()
-            await page.keyboard.press("Enter")
-            await page.locator(".terminal-wrapper").first.wait_for()
-            await _until(lambda: bool(_shells(server)), page)
-            await page.wait_for_timeout(1000)
-            await page.keyboard.type("echo $((6*7)) > typed-in-terminal.txt")
-            await page.keyboard.press("Enter")
-            typed = workspace / "typed-in-terminal.txt"
-            await _until(lambda: typed.exists() and typed.read_text() == "42\n", page)
-            await _until(lambda: ("POST", "/api/activity", {"kind": "terminal"})
-                         in control_api.calls, page)
+        # A terminal: its shell gets a session of its own, yet stop() must end it.
+        await page.keyboard.press("F1")
+        await page.keyboard.type("Terminal: Create New Terminal")
+        await page.locator(".quick-input-list .monaco-list-row",
+                           has_text="Create New Terminal").first.wait_for()
+        await page.keyboard.press("Enter")
+        await page.locator(".terminal-wrapper").first.wait_for()
+        await eventually(lambda: bool(_shells(server)), timeout=30, poll=0.2)
+        await page.wait_for_timeout(1000)
+        await page.keyboard.type("echo $((6*7)) > typed-in-terminal.txt")
+        await page.keyboard.press("Enter")
+        typed = workspace / "typed-in-terminal.txt"
+        await eventually(lambda: typed.exists() and typed.read_text() == "42\n",
+                         timeout=30, poll=0.2)
+        await eventually(lambda: ("POST", "/api/activity", {"kind": "terminal"})
+                         in control_api.calls, timeout=30, poll=0.2)
 
-            ARTIFACTS.mkdir(exist_ok=True)
-            await page.screenshot(path=str(ARTIFACTS / "ide-workbench.png"))
-        finally:
-            await context.close()
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "ide-workbench.png"))
     shells = _shells(server)
     assert any(os.getsid(p.pid) != os.getsid(server.pid or 0) for p in shells), shells
     await server.stop()
@@ -180,25 +167,17 @@ async def test_the_resume_configuration_resumes_without_a_debug_session(
     }))
     server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True)
     await server.start()
-    async with playwright_api.async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1100, "height": 640},
-        )
-        try:
-            page = context.pages[0] if context.pages else await context.new_page()
-            page.set_default_timeout(120_000)
-            await page.goto(server.url)
-            await page.fill("input[type=password]", PASSWORD)
-            await page.click("input[type=submit], button[type=submit]")
-            await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for()
-            await page.keyboard.press("F5")  # the only configuration
-            await _until(lambda: "/api/resume" in control_api.paths(), page)
-            await page.get_by_text("resuming the workflow with your edits").first.wait_for()
-            assert await page.get_by_text("is not supported").count() == 0
-            assert await page.locator(".debug-toolbar").count() == 0  # no debug session
-        finally:
-            await context.close()
+    async with chromium_page(tmp_path / "chromium-profile", viewport={"width": 1100, "height": 640},
+                             timeout_ms=120_000) as page:
+        await page.goto(server.url)
+        await page.fill("input[type=password]", PASSWORD)
+        await page.click("input[type=submit], button[type=submit]")
+        await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for()
+        await page.keyboard.press("F5")  # the only configuration
+        await eventually(lambda: "/api/resume" in control_api.paths(), timeout=30, poll=0.2)
+        await page.get_by_text("resuming the workflow with your edits").first.wait_for()
+        assert await page.get_by_text("is not supported").count() == 0
+        assert await page.locator(".debug-toolbar").count() == 0  # no debug session
     await server.stop()
 
 

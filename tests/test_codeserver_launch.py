@@ -32,6 +32,7 @@ from server_bootstrap.codeserver import (
 )
 from server_bootstrap.errors import CodeServerStartError
 from tests.codeserver_fixture import code_server_processes
+from tests.waiting import eventually
 
 Factory = Callable[..., CodeServer]
 PASSWORD = "test-password"
@@ -241,7 +242,7 @@ async def test_a_crash_is_restarted_then_given_up(code_server_factory: Factory) 
     url, first = server.url, server.pid
     supervisor = asyncio.create_task(server.supervise())
     os.kill(first or 0, signal.SIGKILL)  # the launcher dies; its children must not linger
-    await _until(lambda: server.ready and server.restarts == 1)
+    await eventually(lambda: server.ready and server.restarts == 1, poll=0.05)
     assert server.pid != first
     await _healthy(server.url)
     assert server.url == url
@@ -261,12 +262,6 @@ async def test_supervise_returns_after_stop(code_server_factory: Factory) -> Non
     await server.stop()
     await asyncio.wait_for(supervisor, timeout=30)
     assert server.restarts == 0 and code_server_processes(server) == []
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 60) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.05)
 
 
 async def _healthy(url: str) -> None:
@@ -343,7 +338,7 @@ async def test_restarts_that_fail_count_until_given_up(tmp_path: Path) -> None:
         first_url = server.url
         supervisor = asyncio.create_task(server.supervise())
         os.kill(server.pid or 0, signal.SIGKILL)
-        await _until(lambda: server.restarts == 1 and server.ready)
+        await eventually(lambda: server.restarts == 1 and server.ready, poll=0.05)
         assert server.url == first_url
         (tmp_path / "broken").touch()
         os.kill(server.pid or 0, signal.SIGKILL)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
+from tests.browser import ARTIFACTS, MARKS, chromium_page
 from tests.session_fixture import Job
+from tests.waiting import eventually
 
 playwright_api = pytest.importorskip("playwright.async_api")
 VIEWPORT = {"width": 1100, "height": 640}
@@ -94,13 +94,6 @@ async def _toggle_breakpoint(page: Any, editor: Any, line: int) -> None:
     await page.mouse.click(x, y)
 
 
-async def _until(condition: Callable[[], bool], page: Any, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await page.wait_for_timeout(100)
-
-
 async def _stack(page: Any) -> list[str]:
     rows = await page.locator(".debug-call-stack .monaco-list-row").all_inner_texts()
     return [" ".join(row.split()) for row in rows]
@@ -116,13 +109,8 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
     tree = [job.proc.pid] + [p.pid for p in psutil.Process(job.proc.pid).children(recursive=True)]
     ARTIFACTS.mkdir(exist_ok=True)
     listeners: list[socket.socket] = []
-    async with playwright_api.async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport=VIEWPORT,
-        )
-        page = context.pages[0] if context.pages else await context.new_page()
-        page.set_default_timeout(120_000)
+    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
+                             timeout_ms=120_000) as page:
         try:
             await _login(page, record)
             # New listening ports: code-server would forward them (in seconds) and say so.
@@ -178,7 +166,8 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             await page.keyboard.press("Backspace")
             await page.keyboard.press("Backspace")
             await page.keyboard.press("Control+S")
-            await _until(lambda: (job.workspace / "helpers.py").read_text() == FIXED, page)
+            await eventually(lambda: (job.workspace / "helpers.py").read_text() == FIXED,
+                             timeout=60, poll=0.1)
 
             ports = page.locator('[id="status.forwardedPorts"]')
             assert await ports.get_attribute("aria-label") == "No Ports Forwarded"
@@ -196,7 +185,6 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             await page.screenshot(path=str(ARTIFACTS / "debugger-failure.png"))
             raise
         finally:
-            await context.close()
             for listener in listeners:
                 listener.close()
     output = job.output()

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
+from tests.browser import ARTIFACTS, MARKS, chromium_page
 from tests.session_fixture import Job
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -52,39 +52,31 @@ async def test_fail_login_fix_resume_in_chromium(
     assert job.proc is not None
     tree = [job.proc.pid] + [p.pid for p in psutil.Process(job.proc.pid).children(recursive=True)]
     assert listeners(tree) == {"127.0.0.1"}  # nothing binds a non-loopback address
-    async with playwright_api.async_playwright() as playwright:
-        context = await playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 900},
-        )
-        try:
-            page = context.pages[0] if context.pages else await context.new_page()
-            page.set_default_timeout(60_000)
-            await page.goto(record["code_server_url"])
-            await page.fill("input[type=password]", "wrong-" + record["password"])
-            await page.click("input[type=submit], button[type=submit]")
-            await page.wait_for_selector("text=Incorrect password")
-            await page.fill("input[type=password]", record["password"])
-            await page.click("input[type=submit], button[type=submit]")
-            await page.wait_for_selector(".monaco-workbench")
-            explorer = page.locator(".explorer-folders-view")
-            await explorer.get_by_text("job.py", exact=True).wait_for()
-            await explorer.get_by_text("helpers.py", exact=True).wait_for()
-            item = page.locator(".statusbar-item", has_text="podcode: waiting")
-            await item.wait_for()
-            assert "cleanup in" in await item.inner_text()
+    async with chromium_page(tmp_path / "chromium-profile", viewport={"width": 1400, "height": 900},
+                             timeout_ms=60_000) as page:
+        await page.goto(record["code_server_url"])
+        await page.fill("input[type=password]", "wrong-" + record["password"])
+        await page.click("input[type=submit], button[type=submit]")
+        await page.wait_for_selector("text=Incorrect password")
+        await page.fill("input[type=password]", record["password"])
+        await page.click("input[type=submit], button[type=submit]")
+        await page.wait_for_selector(".monaco-workbench")
+        explorer = page.locator(".explorer-folders-view")
+        await explorer.get_by_text("job.py", exact=True).wait_for()
+        await explorer.get_by_text("helpers.py", exact=True).wait_for()
+        item = page.locator(".statusbar-item", has_text="podcode: waiting")
+        await item.wait_for()
+        assert "cleanup in" in await item.inner_text()
 
-            job.write("helpers.py", FIXED)  # the engineer's fix
-            ARTIFACTS.mkdir(exist_ok=True)
-            await page.screenshot(path=str(ARTIFACTS / "e2e-session.png"))
-            await page.keyboard.press("F1")
-            await page.keyboard.type("podcode: Resume workflow")
-            await page.locator(".quick-input-list .monaco-list-row",
-                               has_text="Resume workflow").first.wait_for()
-            await page.keyboard.press("Enter")
-            assert job.wait_exit(timeout=60) == 0
-        finally:
-            await context.close()
+        job.write("helpers.py", FIXED)  # the engineer's fix
+        ARTIFACTS.mkdir(exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "e2e-session.png"))
+        await page.keyboard.press("F1")
+        await page.keyboard.type("podcode: Resume workflow")
+        await page.locator(".quick-input-list .monaco-list-row",
+                           has_text="Resume workflow").first.wait_for()
+        await page.keyboard.press("Enter")
+        assert job.wait_exit(timeout=60) == 0
     assert "RESULT 6" in job.output()  # (1 + 2 + 3) with the fixed helper
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(psutil.pid_exists(pid) for pid in tree[1:]):

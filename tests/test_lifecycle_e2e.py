@@ -20,6 +20,7 @@ from interactive.base.identity import SESSION_VARIABLE, session_id
 from interactive.cli import Console, Exit, run
 from tests.processes import marked_processes
 from tests.session_fixture import Job
+from tests.waiting import wait_until
 
 JOB = """
 from interactive import vscode
@@ -36,17 +37,6 @@ if __name__ == "__main__":
 """
 
 
-
-
-def wait_until(predicate: Any, what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def own_record(job: Job) -> dict[str, Any] | None:
