@@ -22,12 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interactive.base.errors import PodcodeError
 from interactive.base.identity import is_running
-from interactive.base.phases import ENDED
 from interactive.base.record import FILE, SESSIONS, RecordError, SessionRecord, read_record
 
-ENDED_STATES = ENDED
-"""The phases of a session that is over (:data:`interactive.base.phases.ENDED`, for the
-laptop side)."""
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not bind
 
 

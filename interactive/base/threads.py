@@ -2,7 +2,7 @@
 
 Every thread podcode starts is a daemon (it never holds up the end of the process), is
 named ``podcode-<what>``, and is *registered* as podcode's own: the CPU sampler leaves
-its time out of the user's activity (:func:`is_own`), whatever its name. Unless told
+its time out of the user's activity (:func:`own_native_ids`), whatever its name. Unless told
 otherwise it is also a *service* thread: the debugger neither lists, traces nor suspends
 it, so the control API, the monitor and mail go on while the engineer sits in the
 post-mortem with "all threads" suspended.
@@ -42,12 +42,6 @@ def mark_service_thread(thread: threading.Thread | None = None) -> None:
 def _register(thread: threading.Thread) -> None:
     with _OWN_LOCK:
         _OWN.add(thread)
-
-
-def is_own(thread: threading.Thread) -> bool:
-    """Whether podcode started ``thread`` (or marked it, as asyncio's child waiters)."""
-    with _OWN_LOCK:
-        return thread in _OWN
 
 
 def own_native_ids() -> set[int]:

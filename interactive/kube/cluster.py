@@ -22,10 +22,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 
-from interactive.base.sessionfile import (
-    ENDED_STATES,
-    parse_records,
-)
+from interactive.base.phases import ENDED
+from interactive.base.sessionfile import parse_records
 from interactive.base.types import Environ
 from interactive.kube.client import (
     KUBECONFIG_FIRST,
@@ -87,7 +85,7 @@ class SessionInfo:
 
     @property
     def ended(self) -> bool:
-        return self.state in ENDED_STATES or self.phase in ("Succeeded", "Failed")
+        return self.state in ENDED or self.phase in ("Succeeded", "Failed")
 
     def container(self, wanted: str | None = None) -> str | None:
         return wanted or self.default_container or (self.containers[0] if self.containers else None)
