@@ -161,13 +161,22 @@ async def closed_by_server(reader: asyncio.StreamReader) -> bytes:
         received += chunk
 
 
+async def answer_to(connect: Any, request: bytes) -> bytes:
+    """Send ``request`` (raw bytes) on a new connection; all the server sent until it
+    closed the connection."""
+    reader, writer = await connect()
+    writer.write(request)
+    await writer.drain()
+    try:
+        return await closed_by_server(reader)
+    finally:
+        writer.close()
+
+
 async def test_half_sent_request_head_is_cut_off(quick_api) -> None:
     _, connect = quick_api
-    reader, writer = await connect()
-    writer.write(b"GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3")
-    await writer.drain()
-    assert await closed_by_server(reader) == b""  # closed, nothing answered
-    writer.close()
+    request = b"GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3"
+    assert await answer_to(connect, request) == b""  # closed, nothing answered
 
 
 async def test_a_head_trickled_byte_by_byte_is_cut_off(quick_api) -> None:
@@ -193,26 +202,20 @@ async def test_a_head_trickled_byte_by_byte_is_cut_off(quick_api) -> None:
 
 async def test_a_body_that_never_arrives_gets_408_and_the_connection_closes(quick_api) -> None:
     controls, connect = quick_api
-    reader, writer = await connect()
-    writer.write(
+    answer = await answer_to(
+        connect,
         b"POST /api/keepalive HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\n"
-        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"seconds\""
+        b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"seconds\"",
     )
-    await writer.drain()
-    answer = await closed_by_server(reader)
     assert answer.startswith(b"HTTP/1.1 408")
     assert controls.calls == []
-    writer.close()
 
 
 async def test_an_idle_connection_after_a_request_is_closed(quick_api) -> None:
     _, connect = quick_api
-    reader, writer = await connect()
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-    await writer.drain()
-    answer = await closed_by_server(reader)  # keep-alive, yet closed once idle
+    # keep-alive, yet closed once idle
+    answer = await answer_to(connect, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"ok": true}')
-    writer.close()
 
 
 MALFORMED = [
@@ -230,11 +233,8 @@ async def test_malformed_request_is_one_line_without_its_bytes(
 ) -> None:
     _, connect = quick_api
     caplog.set_level(logging.DEBUG)
-    reader, writer = await connect()
-    writer.write(b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n")
-    await writer.drain()
-    assert (await closed_by_server(reader)).startswith(b"HTTP/1.0 400")
-    writer.close()
+    request = b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n"
+    assert (await answer_to(connect, request)).startswith(b"HTTP/1.0 400")
     ours = ("aiohttp", "interactive.session.control")
     records = [r for r in caplog.records if r.name.startswith(ours)]
     assert len(records) == 1, [r.getMessage() for r in records]
@@ -248,14 +248,11 @@ async def test_a_header_that_is_not_utf8_is_401_not_a_crash(
     quick_api, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, connect = quick_api
-    reader, writer = await connect()
-    writer.write(
+    request = (
         b"GET /api/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xc3\x28s3cret\r\n"
         b"Connection: close\r\n\r\n"
     )
-    await writer.drain()
-    assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 401")
-    writer.close()
+    assert (await answer_to(connect, request)).startswith(b"HTTP/1.1 401")
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
