@@ -32,7 +32,7 @@ test: setup
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider -m "not codeserver and not browser"
+	$(PY) -m pytest -q -p no:cacheprovider -m "not codeserver and not browser and not slow"
 
 # Every figure, then docs/performance.md and its chart from benchmarks/results.json.
 bench: setup
