@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -64,3 +66,22 @@ def ensure_code_server(
             + WAYS.format(cache=config.cache)
         ) from exc
 
+
+def version_of(binary: Path, environ: Mapping[str, str] | None = None) -> str | None:
+    """code-server's version (``4.139.1``) from ``--version --json``, or None when it does
+    not run. Only the JSON line counts: a first run in a new home prints "Wrote default
+    config file ..." before it."""
+    try:
+        done = subprocess.run([str(binary), "--version", "--json"], capture_output=True,
+                              text=True, timeout=60, check=False,
+                              env=None if environ is None else dict(environ))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in reversed(done.stdout.splitlines()):
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(answer, dict) and isinstance(answer.get("codeServer"), str):
+            return str(answer["codeServer"])
+    return None

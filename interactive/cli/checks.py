@@ -76,7 +76,7 @@ def _version_of(argv: Sequence[str], timeout: float = 20.0) -> str | None:
 def check_code_server(environ: Environ) -> Check:
     try:
         from server_bootstrap.config import CodeServerConfig
-        from server_bootstrap.locate import find_code_server
+        from server_bootstrap.locate import find_code_server, version_of
 
         found = find_code_server(CodeServerConfig.from_environ(environ), environ)
     except ImportError:
@@ -86,11 +86,11 @@ def check_code_server(environ: Environ) -> Check:
     if found is None:
         return Check("code-server", WARN, "not installed: a session installs it on first use "
                      "(or uses ide=none)", "run `podcode install` now, or put it on PATH")
-    version = _version_of([str(found), "--version"])
+    version = version_of(found, environ)
     if version is None:
         return Check("code-server", FAIL, f"{found} does not run (`--version` failed)",
                      "reinstall it: podcode install")
-    return Check("code-server", OK, f"{found} ({version.split()[0]})")
+    return Check("code-server", OK, f"{found} ({version})")
 
 
 def check_node(environ: Environ) -> Check:
