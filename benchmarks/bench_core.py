@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,40 @@ def overhead_us_per_call(calls: int = 200_000) -> dict[str, Any]:
         "overhead_us_per_call", [(o - b) * 1e6 for o, b in zip(ours, base, strict=True)],
         unit="us", baseline=[b * 1e6 for b in base], goal="<= 10", digits=3,
         baseline_is="the undecorated function's own call (us)",
+    )
+
+
+AT_CALL_SIZES = {"1kib": 1 << 10, "1mib": 1 << 20, "100mib": 100 << 20}
+
+
+def _at_call_input(size: int) -> Any:
+    """A task's argument of about ``size`` bytes: a list of ints for the small one (pickled
+    in band), a NumPy array for the others (a writable buffer, out of band)."""
+    if size <= 1 << 10:
+        return list(range(size // 8))
+    return np.ones(size // 8)
+
+
+def capture_at_call_overhead_ratio(label: str, size: int) -> dict[str, Any]:
+    """The snapshot taken at each call (:mod:`interactive.inputs.snapshot`, default
+    budget) against ``pickle.dumps`` of the same argument."""
+    from interactive.base.settings import Settings
+    from interactive.inputs import snapshot
+
+    value = _at_call_input(size)
+    budget = Settings().max_snapshot_bytes
+    number = max(1, (1 << 24) // size)
+
+    def each(call: Any) -> float:
+        return min(timeit.repeat(call, number=number, repeat=3)) / number
+
+    ours, base = interleaved(
+        lambda: each(lambda: snapshot.take((value,), {}, budget)),
+        lambda: each(lambda: pickle.dumps(value, protocol=5)),
+    )
+    return ratio(
+        f"capture_at_call_overhead_ratio_{label}", ours, base, speedup=False, unit="x",
+        goal="<= 2", baseline_unit="s",
     )
 
 
@@ -230,6 +265,7 @@ def _wait_waiting(path: Path, timeout: float = 60) -> dict[str, Any]:
 
 def run() -> list[dict[str, Any]]:
     entries = [overhead_us_per_call(), capture_throughput_ratio()]
+    entries += [capture_at_call_overhead_ratio(label, size) for label, size in AT_CALL_SIZES.items()]
     try:
         import torch  # noqa: F401
     except ImportError:

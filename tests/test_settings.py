@@ -88,7 +88,7 @@ def test_every_setting_has_an_environment_override() -> None:
         assert env_name(name) == "PODCODE_" + name.upper()
     grouped = {f for kind in GROUPS.values() for f in kind.__dataclass_fields__}
     assert set(NAMES) == set(TASK_NAMES) | grouped == set(PARSERS)
-    assert len(NAMES) == len(set(NAMES)) == 23
+    assert len(NAMES) == len(set(NAMES)) == 25
     assert set(GROUP_OF) == grouped and not set(TASK_NAMES) & grouped
 
 
@@ -102,6 +102,7 @@ def test_every_setting_lands_in_its_group_from_a_keyword_and_from_its_variable()
         "poll_seconds": ("0.5", 0.5), "gpu_idle_percent": ("9", 9.0),
         "cpu_idle_percent": ("8", 8.0), "owner": ("ana@example.com", "ana@example.com"),
         "retries": ("2", 2), "max_capture_bytes": ("1000", 1000), "cache": ("yes", True),
+        "snapshot_inputs": ("failure", "failure"), "max_snapshot_bytes": ("2048", 2048),
         "cache_version": ("v2", "v2"), "extensions": ("a.vsix", ("a.vsix",)),
         "on_reap": ("os.path:exists", os.path.exists),
         "on_preempt": ("os.path:isdir", os.path.isdir),

@@ -41,6 +41,8 @@ class WarningMail:
     reap_at: float
     keepalive_command: str
     """The command that keeps the session, e.g. ``podcode keepalive my-pod -n ml``."""
+    notes: Sequence[str] = ()
+    """What the session said about itself (inputs not kept as at the call, say)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ class FinalMail:
     changed: Sequence[str] = ()
     problems: Sequence[str] = field(default_factory=tuple)
     """Cleanup steps that failed, one line each."""
+    notes: Sequence[str] = ()
+    """What the session said about itself (inputs not kept as at the call, say)."""
 
 
 def utc(when: float) -> str:
@@ -76,6 +80,7 @@ def render_warning(mail: WarningMail) -> Rendered:
         "reap_at": utc(mail.reap_at),
         "grace_minutes": minutes(mail.reap_at - mail.sent_at),
         "keepalive_command": mail.keepalive_command,
+        "notes": list(mail.notes),
     }
     subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} is idle: cleanup at {utc(mail.reap_at)}"
     return _render("warning", subject, values)
@@ -91,6 +96,7 @@ def render_final(mail: FinalMail) -> Rendered:
         "changed": list(mail.changed[:MAX_LISTED_FILES]),
         "more": max(0, len(mail.changed) - MAX_LISTED_FILES),
         "problems": list(mail.problems),
+        "notes": list(mail.notes),
     }
     subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} was cleaned up"
     return _render("final", subject, values)

@@ -29,6 +29,7 @@ from interactive.base.types import Environ, Hook
 MODES = ("on_failure", "startup")
 IDES = ("code-server", "none")
 AUTHS = ("password", "none")
+SNAPSHOT_AT = ("call", "failure")
 MIN_POLL_SECONDS = 0.1
 """Sampling more often than this burns a core for nothing."""
 _TRUE = {"1", "true", "yes", "on"}
@@ -115,6 +116,12 @@ class Settings:
     """Fresh attempts with the same inputs before a session opens."""
     max_capture_bytes: int = 1 << 30
     """Bytes of captured inputs a session may write; arguments beyond it are not saved."""
+    snapshot_inputs: str = "call"
+    """``call``: resume and "debug again" get the arguments as they were at the call,
+    even when the task changed them in place; ``failure``: as they are when it fails."""
+    max_snapshot_bytes: int = 64 << 20
+    """Bytes of writable buffers (arrays, tensors) copied at each call; a larger argument
+    is only fingerprinted, and the session says if the task changed it."""
     cache: bool = False
     """Return a stored output for the same inputs instead of running."""
     cache_version: str = "1"
@@ -321,6 +328,8 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "owner": _optional_str,
     "retries": _number(int, 0),
     "max_capture_bytes": _number(int, 0),
+    "snapshot_inputs": _choice(SNAPSHOT_AT),
+    "max_snapshot_bytes": _number(int, 0),
     "cache": parse_bool,
     "cache_version": _text,
     "extensions": _extensions,

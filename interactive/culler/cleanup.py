@@ -145,6 +145,7 @@ def _final_mail(
         edits_url=report.edits_url,
         changed=list(report.changed),
         problems=list(report.problems),
+        notes=list(state.notes),
     )
 
 

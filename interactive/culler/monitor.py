@@ -236,7 +236,7 @@ class _Monitor:
             mail = WarningMail(
                 pod=describe_pod(pod, self.deps.hostname), task=state.task,
                 idle_since=warning.idle_since, sent_at=now, reap_at=warning.reap_at,
-                keepalive_command=keepalive_command(pod),
+                keepalive_command=keepalive_command(pod), notes=list(state.notes),
             )
             task = asyncio.create_task(self.deps.notifier.send_warning(mail))
             self.mails.add(task)

@@ -45,14 +45,13 @@ from interactive.base.errors import InputsError
 from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
-from interactive.inputs import tensors
+from interactive.inputs.snapshot import Argument, BufferSink, CallSnapshot, argument_digest
 from interactive.storage import pickles
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
 INPUTS = "inputs"
-_BIG_BYTES = 1 << 20  # bytes objects at least this large go out of band
 
 
 @dataclass
@@ -63,6 +62,16 @@ class CaptureReport:
     saved: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     """Argument name → why it could not be saved."""
+    at_failure: dict[str, str] = field(default_factory=dict)
+    """Argument name → why its saved state is the one at the failure, not at the call."""
+
+    def notes(self) -> list[str]:
+        """What the session says about its inputs, one line per argument concerned."""
+        return [
+            *(f"input {name!r} could not be saved ({why}); 'debug again' needs it supplied "
+              "by hand" for name, why in self.failed.items()),
+            *(f"input {name!r} {why}" for name, why in self.at_failure.items()),
+        ]
 
 
 def inputs_folder(task: str, home: Path | None = None) -> Path:
@@ -91,23 +100,6 @@ def argument_names(
     return names[: len(args)] + [f"args[{index}]" for index in range(len(names), len(args))]
 
 
-class _BufferSink:
-    """Collects out-of-band buffers; big ``bytes`` are wrapped so they go out of band too."""
-
-    def __init__(self) -> None:
-        self.buffers: list[pickle.PickleBuffer] = []
-        self._torch_dumps = tensors.storage_pickler()
-
-    def dumps(self, value: Any) -> bytes:
-        return pickles.dumps(_wrap_bytes(value), self.buffers, self._torch_dumps)
-
-
-def _wrap_bytes(value: Any) -> Any:
-    if isinstance(value, bytes) and len(value) >= _BIG_BYTES:
-        return pickle.PickleBuffer(value)
-    return value
-
-
 def _size(count: float) -> str:
     for unit in ("bytes", "KB", "MB", "GB"):
         if count < 1000 or unit == "GB":
@@ -131,16 +123,18 @@ def save_inputs(
     home: Path | None = None,
     *,
     max_bytes: int | None = None,
+    snapshot: CallSnapshot | None = None,
 ) -> CaptureReport:
     """Save the call's arguments for ``task`` under ``home`` (at most ``max_bytes`` in
-    all); never raises for an argument that cannot be saved."""
+    all): as they were at the call where ``snapshot`` holds them, else as they are now.
+    Never raises for an argument that cannot be saved."""
     folder = inputs_folder(task, home)
     record.make_private(folder.parent)
     staging = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(mode=0o700)
     report = CaptureReport(folder)
-    sink = _BufferSink()
+    sink = BufferSink()
     entries: list[dict[str, Any]] = []
     named = [
         (name, "positional", value)
@@ -149,16 +143,24 @@ def save_inputs(
     named += [(name, "keyword", value) for name, value in kwargs.items()]
     total = 0
     with open(staging / "data.bin", "wb") as data:
-        for name, kind, value in named:
+        for index, (name, kind, value) in enumerate(named):
             entry: dict[str, Any] = {"name": name, "kind": kind}
             start = len(sink.buffers)
-            try:
-                blob = sink.dumps(value)
-            except Exception as exc:  # pickling can raise anything a __reduce__ raises
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                report.failed[name] = entry["error"]
-                entries.append(entry)
-                continue
+            taken = snapshot.arguments[index] if snapshot is not None else None
+            if taken is not None and taken.blob is not None:
+                blob = taken.blob  # as it was at the call
+                sink.buffers.extend(taken.buffers)
+            else:
+                try:
+                    blob = sink.dumps(value)
+                except Exception as exc:  # pickling can raise anything a __reduce__ raises
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                    report.failed[name] = entry["error"]
+                    entries.append(entry)
+                    continue
+                why = _at_failure(taken, blob, sink.buffers[start:])
+                if why:
+                    entry["at_failure"] = report.at_failure[name] = why
             size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
             if max_bytes is not None and total + size > max_bytes:
                 del sink.buffers[start:]
@@ -191,6 +193,23 @@ def save_inputs(
     return report
 
 
+def _at_failure(
+    taken: Argument | None, blob: bytes, buffers: list[pickle.PickleBuffer]
+) -> str | None:
+    """Why an argument pickled now is not as it was at the call (None: it is, or no
+    snapshot was asked for)."""
+    if taken is None:
+        return None
+    if taken.error is not None:
+        return (f"could not be copied at the call ({taken.error}): 'debug again' and resume "
+                "use its state at the failure")
+    if taken.digest is not None and argument_digest(blob, buffers) != taken.digest:
+        return ("was changed by the task before it failed and was too large to copy at the "
+                "call (raise PODCODE_MAX_SNAPSHOT_BYTES): 'debug again' and resume use its "
+                "state at the failure")
+    return None
+
+
 def save_session_inputs(
     task: str,
     fn: Callable[..., Any],
@@ -198,10 +217,12 @@ def save_session_inputs(
     kwargs: Mapping[str, Any],
     home: Path,
     max_bytes: int | None = None,
+    snapshot: CallSnapshot | None = None,
 ) -> CaptureReport:
     """A session's capture: into its own folder under ``home``; the captures of ``task``
     that processes now gone left in ``home`` are removed (this one replaces them)."""
-    report = save_inputs(task, fn, args, kwargs, record.session_dir(home), max_bytes=max_bytes)
+    report = save_inputs(task, fn, args, kwargs, record.session_dir(home), max_bytes=max_bytes,
+                         snapshot=snapshot)
     try:
         prune(home, task)
     except OSError as exc:

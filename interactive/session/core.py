@@ -36,6 +36,7 @@ from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
 from interactive.distributed.peers import Peers, PeerSampler, rank_home, set_in_session
 from interactive.distributed.peers import current as current_peers
 from interactive.inputs.capture import CaptureReport, save_session_inputs
+from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
 from interactive.session.ide import Ide, start_ide
@@ -188,7 +189,8 @@ class Session:
 
     # -- lifecycle (called on the main thread) -----------------------------------------
     def open(
-        self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, excinfo: ExcInfo | None, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+        snapshot: CallSnapshot | None = None,
     ) -> None:
         """Capture, configure, serve and record; returns once the session waits.
 
@@ -225,12 +227,10 @@ class Session:
         self._control = ControlServer(self, self.token, control_sock)
         self._loop.call(self._control.start())
         self.capture = save_session_inputs(
-            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes
+            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot
         )
-        for name in self.capture.failed:
-            self.state.note(
-                f"input {name!r} could not be saved; 'debug again' needs it supplied by hand"
-            )
+        for note in self.capture.notes():
+            self.state.note(note)
         self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.ports.debug_port))
         vscode_files.write_configurations(
             self.config_root,
@@ -259,7 +259,8 @@ class Session:
         )
 
     def _announce(self) -> None:
-        """One line on the task's output: where the session is and what to do (no secret)."""
+        """One line on the task's output: where the session is and what to do (no secret),
+        then one per note (inputs that could not be kept as at the call, say)."""
         where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
         if self.endpoints.code_server_url:
             where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
@@ -269,8 +270,8 @@ class Session:
         print(
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
             "fix the code, then podcode resume (or abort)",
-            file=sys.stderr,
-            flush=True,
+            *(f"\npodcode: note: {note}" for note in self.state.notes),
+            file=sys.stderr, sep="", flush=True,
         )
 
     def _config_root(self) -> Path:

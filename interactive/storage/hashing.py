@@ -35,7 +35,7 @@ import struct
 import sys
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from blake3 import blake3
@@ -209,6 +209,14 @@ _SCALARS: dict[type, Callable[[Any, Any], None]] = {
     datetime.timedelta: lambda h, v: _text(h, b"td", f"{v.days},{v.seconds},{v.microseconds}"),
     range: lambda h, v: _text(h, b"r", f"{v.start},{v.stop},{v.step}"),
 }
+
+
+def fingerprint(parts: Iterable[Any]) -> bytes:
+    """BLAKE3 of flat byte buffers, in order (a large one hashed on several threads)."""
+    hasher = blake3()
+    for part in parts:
+        _buffer(hasher, part)
+    return bytes(hasher.digest())
 
 
 def _buffer(hasher: Any, data: Any) -> None:

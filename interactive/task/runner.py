@@ -16,6 +16,7 @@ from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings, podcode_home
 from interactive.base.types import ExcInfo, TaskRef
 from interactive.distributed import collective
+from interactive.inputs import snapshot
 from interactive.inputs.capture import load_inputs
 from interactive.task import preempt
 from interactive.task.warmup import settle, warm_up
@@ -38,6 +39,8 @@ class Call:
     settings: Settings
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    snapshot: snapshot.CallSnapshot | None = None
+    """The arguments as they were at the call (None: nothing to keep)."""
 
 
 def run_task(
@@ -48,14 +51,15 @@ def run_task(
     kwargs: dict[str, Any],
 ) -> Any:
     """The enabled path. A successful call without cache or retries costs a few microseconds:
-    nothing is captured until the task fails."""
+    arguments that the task could change in place are snapshotted
+    (:mod:`interactive.inputs.snapshot`), nothing is written until the task fails."""
     token = current_task.set(ref.name)
     try:
         if not preempt.installed() and threading.current_thread() is threading.main_thread():
             preempt.install()
             warm_up()
             _join_pod()
-        call = Call(fn, ref, settings, args, kwargs)
+        call = Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
         if settings.cache:
             return _cached(call)
         result = _attempt(call)
@@ -64,6 +68,14 @@ def run_task(
         return result
     finally:
         current_task.reset(token)
+
+
+def _snapshot(
+    settings: Settings, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> snapshot.CallSnapshot | None:
+    if settings.snapshot_inputs != "call" or settings.mode == "startup":
+        return None  # startup: the session captures them before the task runs
+    return snapshot.take(args, kwargs, settings.max_snapshot_bytes)
 
 
 def _join_pod() -> None:
@@ -153,12 +165,16 @@ def workspace_for(ref: TaskRef, settings: Settings) -> Path:
 
 
 def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Pristine inputs from the capture (the failed call may have mutated its own)."""
+    """The inputs as captured (as they were at the call, unless the session said
+    otherwise), set back into the caller's own objects where their type allows."""
     if session.capture is not None and not session.capture.failed:
         try:
-            return load_inputs(call.ref.name, session.home)
+            args, kwargs = load_inputs(call.ref.name, session.home)
         except InputsError:
             log.exception("captured inputs unreadable; resuming with the objects in memory")
+        else:
+            restored = tuple(map(snapshot.restore, call.args, args))
+            return restored, {k: snapshot.restore(call.kwargs.get(k), v) for k, v in kwargs.items()}
     return call.args, call.kwargs
 
 
@@ -180,7 +196,7 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
     final = Phase.FAILED
     try:
         try:
-            session.open(excinfo, call.fn, call.args, call.kwargs)
+            session.open(excinfo, call.fn, call.args, call.kwargs, call.snapshot)
         except Exception as exc:
             return _without_session(call, excinfo, exc)
         _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint

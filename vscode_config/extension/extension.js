@@ -73,6 +73,12 @@ async function refresh() {
     }
     answered = true;
     lastState = answer.body.state;
+    for (const note of answer.body.notes || []) {
+      if (!reported.has(note)) {
+        reported.add(note);
+        vscode.window.showWarningMessage(`podcode: ${note}`);
+      }
+    }
     const now = Date.now() / 1000;
     item.text = statusText(answer.body, now);
     item.tooltip = statusTooltip(answer.body, now);

@@ -1,0 +1,197 @@
+"""Inputs as they were at the call: tasks that change their arguments in place, then
+fail, resume and "debug again" on the arguments they were called with."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from interactive.inputs import snapshot
+from interactive.inputs.capture import load_inputs, save_inputs
+from tests.session_fixture import Job
+
+OFF = 'ide="none", port=0, control_port=0, debug_port=0'
+
+
+def test_immutable_arguments_need_no_snapshot() -> None:
+    assert snapshot.take((1, "a", b"b", (2.0, None)), {"k": frozenset({1})}, 1 << 20) is None
+
+
+def test_a_list_snapshot_is_a_copy_of_the_call() -> None:
+    values = [3, 1, 2]
+    taken = snapshot.take((values,), {}, 1 << 20)
+    values.clear()
+    assert taken is not None and taken.arguments[0].blob is not None
+    assert pickle.loads(taken.arguments[0].blob) == [3, 1, 2]
+
+
+def test_writable_buffers_are_copied_and_read_only_ones_kept() -> None:
+    array = np.arange(1 << 18, dtype=np.float64)  # 2 MiB, out of band
+    frozen = b"x" * (2 << 20)
+    taken = snapshot.take((array, frozen), {}, 3 << 20)
+    assert taken is not None
+    array[:] = -1
+    [copy] = taken.arguments[0].buffers
+    assert np.frombuffer(copy.raw(), dtype=np.float64)[5] == 5.0
+    assert taken.arguments[1] is snapshot.UNCHANGEABLE  # bytes cannot change: nothing kept
+
+
+def test_over_the_budget_only_a_fingerprint_is_kept() -> None:
+    array = np.ones(1 << 18)
+    taken = snapshot.take((array,), {}, 1 << 10)
+    assert taken is not None
+    [argument] = taken.arguments
+    assert argument.blob is None and argument.digest is not None
+
+
+def test_an_unpicklable_argument_says_why() -> None:
+    taken = snapshot.take((lambda: 1, [1]), {}, 1 << 20)
+    assert taken is not None
+    assert taken.arguments[0].error and "pickle" in taken.arguments[0].error.lower()
+    assert taken.arguments[1].blob is not None
+
+
+@pytest.mark.parametrize(
+    ("live", "saved"),
+    [([1], [1, 2, 3]), ({"a": 1}, {"a": 0, "b": 2}), ({1}, {1, 2}), (bytearray(b"ab"), bytearray(b"xyz"))],
+)
+def test_restore_keeps_the_callers_object(live: object, saved: object) -> None:
+    assert snapshot.restore(live, saved) is live
+    assert live == saved
+
+
+def test_restore_an_array_in_place_or_give_the_copy() -> None:
+    live, saved = np.zeros(4), np.arange(4.0)
+    assert snapshot.restore(live, saved) is live and live.tolist() == [0, 1, 2, 3]
+    other = np.zeros(5)
+    assert snapshot.restore(other, saved) is saved  # the shape changed: the copy
+    assert snapshot.restore("a", "b") == "b"
+
+
+def test_capture_writes_the_call_state(tmp_path: Path) -> None:
+    def task(values: list[int], table: dict[str, int], array: np.ndarray) -> None: ...
+
+    values, table, array = [4, 2], {"a": 1}, np.arange(3.0)
+    taken = snapshot.take((values, table), {"array": array}, 1 << 20)
+    values.pop(), table.update(b=2), array.fill(9)
+    report = save_inputs("t", task, (values, table), {"array": array}, tmp_path,
+                         snapshot=taken)
+    assert report.at_failure == {} and report.failed == {}
+    args, kwargs = load_inputs("t", tmp_path)
+    assert args == ([4, 2], {"a": 1}) and kwargs["array"].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_capture_says_when_a_large_argument_changed(tmp_path: Path) -> None:
+    def task(array: np.ndarray, same: np.ndarray) -> None: ...
+
+    array, same = np.zeros(1 << 16), np.zeros(1 << 16)
+    taken = snapshot.take((array, same), {}, 1 << 10)
+    array[0] = 1
+    report = save_inputs("t", task, (array, same), {}, tmp_path, snapshot=taken)
+    assert list(report.at_failure) == ["array"]
+    [note] = report.notes()
+    assert "'array' was changed by the task before it failed" in note
+    assert "PODCODE_MAX_SNAPSHOT_BYTES" in note
+
+
+MERGE_SORT = """
+    from interactive import vscode
+
+    def merge(left, right):
+        out = []
+        while left and right:
+            out.append((left if left[0] <= right[0] else right).pop(0))
+        return out + left + right
+
+    @vscode({off})
+    def merge_sorted(left, right, seen):
+        seen["calls"] = seen.get("calls", 0) + 1
+        merged = merge(left, right)
+        return merged[len(merged)]  # the bug: should be `return merged`
+
+    left, right, seen = [1, 3, 9, 12], [2, 4, 10], {{}}
+    print("RESULT", merge_sorted(left, right, seen), "SEEN", seen, flush=True)
+"""
+
+
+def test_a_task_that_consumes_its_inputs_resumes_on_them(job: Job) -> None:
+    """The merge sort pops from its inputs before it fails; after the fix, the resumed
+    call sees them as they were at the call, and the caller's own objects are used."""
+    job.write("sort.py", MERGE_SORT.format(off=OFF))
+    job.start("sort.py").wait_state("waiting")
+    job.write("sort.py", (job.workspace / "sort.py").read_text().replace(
+        "return merged[len(merged)]", "return merged"))
+    status, body = job.api("POST", "/api/resume")
+    assert status == 202, body
+    assert job.wait_exit() == 0, job.output()
+    assert "RESULT [1, 2, 3, 4, 9, 10, 12] SEEN {'calls': 1}" in job.output()
+
+
+def test_debug_again_loads_the_inputs_as_at_the_call(job: Job) -> None:
+    job.write("sort.py", MERGE_SORT.format(off=OFF))
+    job.start("sort.py").wait_state("waiting")
+    rerun = subprocess.run(
+        [sys.executable, "-c", "import interactive, json; a, k = interactive.load_inputs();"
+         " print(json.dumps(a))"],
+        capture_output=True, text=True, check=True, cwd=job.workspace,
+        env={**os.environ, "PODCODE_HOME": str(job.home)},
+    )
+    assert json.loads(rerun.stdout) == [[1, 3, 9, 12], [2, 4, 10], {}]
+    job.api("POST", "/api/abort")
+    assert job.wait_exit() != 0
+
+
+def test_snapshot_inputs_failure_keeps_the_old_behaviour(job: Job) -> None:
+    job.write("sort.py", MERGE_SORT.format(off=OFF + ', snapshot_inputs="failure"'))
+    job.start("sort.py").wait_state("waiting")
+    job.write("sort.py", (job.workspace / "sort.py").read_text().replace(
+        "return merged[len(merged)]", "return merged"))
+    job.api("POST", "/api/resume")
+    assert job.wait_exit() == 0, job.output()
+    assert "RESULT [12]" in job.output()  # the leftovers, as asked
+
+
+def test_a_changed_large_array_is_said_in_the_status(job: Job) -> None:
+    job.write("norm.py", textwrap.dedent(f"""
+        import numpy as np
+        from interactive import vscode
+
+        @vscode({OFF}, max_snapshot_bytes=1024)
+        def normalise(data):
+            data -= data.mean()
+            return data / 0 if data.std() == 0 else data / data.std()[None][5]
+
+        print("RESULT", normalise(np.arange(4096.0)).sum())
+    """))
+    job.start("norm.py").wait_state("waiting")
+    status, body = job.api("GET", "/api/status")
+    assert status == 200
+    assert any("'data' was changed by the task" in note for note in body["notes"]), body
+    assert "'data' was changed by the task" in job.output()
+    job.api("POST", "/api/abort")
+    job.wait_exit()
+
+
+def test_the_owner_is_told_in_the_emails() -> None:
+    from vscode_config.mail import FinalMail, WarningMail, render_final, render_warning
+
+    note = "input 'data' was changed by the task before it failed <b>"
+    warning = render_warning(WarningMail(pod="ml/p", task="t", idle_since=0, sent_at=60,
+                                         reap_at=660, keepalive_command="podcode keepalive p",
+                                         notes=[note]))
+    final = render_final(FinalMail(pod="ml/p", task="t", idle_since=0, reaped_at=60,
+                                   edits_url=None, notes=[note]))
+    for rendered in (warning, final):
+        assert note in rendered.text
+        assert "was changed by the task before it failed &lt;b&gt;" in rendered.html
+    assert "Notes" not in render_warning(WarningMail(
+        pod="ml/p", task="t", idle_since=0, sent_at=60, reap_at=660,
+        keepalive_command="k")).text
