@@ -265,7 +265,7 @@ def _wait_waiting(path: Path, timeout: float = 60) -> dict[str, Any]:
 
 def run() -> list[dict[str, Any]]:
     entries = [overhead_us_per_call(), capture_throughput_ratio()]
-    entries += [capture_at_call_overhead_ratio(label, size) for label, size in AT_CALL_SIZES.items()]
+    entries += [capture_at_call_overhead_ratio(name, size) for name, size in AT_CALL_SIZES.items()]
     try:
         import torch  # noqa: F401
     except ImportError:

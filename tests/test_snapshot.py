@@ -61,7 +61,8 @@ def test_an_unpicklable_argument_says_why() -> None:
 
 @pytest.mark.parametrize(
     ("live", "saved"),
-    [([1], [1, 2, 3]), ({"a": 1}, {"a": 0, "b": 2}), ({1}, {1, 2}), (bytearray(b"ab"), bytearray(b"xyz"))],
+    [([1], [1, 2, 3]), ({"a": 1}, {"a": 0, "b": 2}), ({1}, {1, 2}),
+     (bytearray(b"ab"), bytearray(b"xyz"))],
 )
 def test_restore_keeps_the_callers_object(live: object, saved: object) -> None:
     assert snapshot.restore(live, saved) is live
@@ -195,3 +196,104 @@ def test_the_owner_is_told_in_the_emails() -> None:
     assert "Notes" not in render_warning(WarningMail(
         pod="ml/p", task="t", idle_since=0, sent_at=60, reap_at=660,
         keepalive_command="k")).text
+
+
+DYNAMIC_MERGE_SORT = '''
+import typing
+
+from flytekit import conditional, dynamic, task, workflow
+
+from interactive import vscode
+
+
+@task
+def halves(numbers: typing.List[int]) -> typing.Tuple[typing.List[int], typing.List[int], int, int]:
+    middle = len(numbers) // 2
+    return numbers[:middle], numbers[middle:], middle, len(numbers) - middle
+
+
+@task
+@vscode(ide="none", port=0, control_port=0, debug_port=0)
+def merge(first: typing.List[int], second: typing.List[int]) -> typing.List[int]:
+    merged = []
+    while first and second:  # consumes its inputs, as merge steps often do
+        merged.append((first if first[0] < second[0] else second).pop(0))
+    merged.extend(first)
+    merged.extend(second)
+    return merged[len(merged)]  # the bug
+
+
+@task
+def sort_here(numbers: typing.List[int]) -> typing.List[int]:
+    return sorted(numbers)
+
+
+@dynamic
+def sort_in_steps(numbers: typing.List[int], local_below: int) -> typing.List[int]:
+    left, right, left_count, right_count = halves(numbers=numbers)
+    return merge(first=merge_sort(numbers=left, count=left_count, local_below=local_below),
+                 second=merge_sort(numbers=right, count=right_count, local_below=local_below))
+
+
+@workflow
+def merge_sort(numbers: typing.List[int], count: int, local_below: int = 10) -> typing.List[int]:
+    return (
+        conditional("small")
+        .if_(count <= local_below)
+        .then(sort_here(numbers=numbers))
+        .else_()
+        .then(sort_in_steps(numbers=numbers, local_below=local_below))
+    )
+'''
+
+
+@pytest.mark.slow
+def test_a_flyte_dynamic_merge_sort_resumes_to_the_sorted_list(job: Job, tmp_path: Path) -> None:
+    """A dynamic workflow whose merge step pops from its inputs, run as Flyte users run it
+    (``pyflyte run``): after the one-line fix the workflow returns the whole sorted list."""
+    pytest.importorskip("flytekit")
+    job.write("sort.py", DYNAMIC_MERGE_SORT)
+    pyflyte = Path(sys.executable).with_name("pyflyte")
+    job.start(str(pyflyte), env={"HOME": str(tmp_path)}, args=[
+        "run", "sort.py", "merge_sort", "--numbers", "[12, 3, 9, 1, 10, 4, 2]",
+        "--count", "7", "--local_below", "4"])
+    record = job.wait_state("waiting", timeout=120)
+    assert record["error"].startswith("IndexError")
+    job.write("sort.py", DYNAMIC_MERGE_SORT.replace("return merged[len(merged)]", "return merged"))
+    status, body = job.api("POST", "/api/resume")
+    assert status == 202, body
+    assert job.wait_exit(120) == 0, job.output()
+    assert "[1, 2, 3, 4, 9, 10, 12]" in job.output()
+
+
+def test_a_dataframe_normalised_in_place_resumes_on_the_original(job: Job) -> None:
+    pytest.importorskip("pandas")
+    job.write("frame.py", textwrap.dedent(f"""
+        import pandas as pd
+        from interactive import vscode
+
+        @vscode({OFF})
+        def shares(frame):
+            frame["amount"] = frame["amount"] / frame["amount"].sum()
+            frame.drop(index=0, inplace=True)
+            return frame["amont"].round(2).tolist()  # the bug: a typo
+
+        frame = pd.DataFrame({{"amount": [10.0, 30.0, 60.0]}})
+        print("RESULT", shares(frame), flush=True)
+    """))
+    job.start("frame.py").wait_state("waiting")
+    job.write("frame.py", (job.workspace / "frame.py").read_text().replace('"amont"', '"amount"'))
+    assert job.api("POST", "/api/resume")[0] == 202
+    assert job.wait_exit() == 0, job.output()
+    assert "RESULT [0.3, 0.6]" in job.output()
+
+
+def test_a_large_string_is_written_in_chunks_and_loads_back(tmp_path: Path) -> None:
+    def task(text: str, small: str) -> None: ...
+
+    text = "ü" * (3 << 20) + "\ud800"  # several chunks, a lone surrogate kept
+    report = save_inputs("t", task, (text, "s"), {}, tmp_path)
+    assert report.saved == ["text", "small"]
+    args, _ = load_inputs("t", tmp_path)
+    assert args == (text, "s")
+    assert save_inputs("t", task, (text, "s"), {}, tmp_path, max_bytes=1 << 20).failed

@@ -38,14 +38,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from interactive.base import files, record
 from interactive.base.errors import InputsError
 from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
-from interactive.inputs.snapshot import Argument, BufferSink, CallSnapshot, argument_digest
+from interactive.inputs.snapshot import (
+    BIG_BYTES,
+    Argument,
+    BufferSink,
+    CallSnapshot,
+    argument_digest,
+)
 from interactive.storage import pickles
 
 log = logging.getLogger(__name__)
@@ -147,6 +153,10 @@ def save_inputs(
             entry: dict[str, Any] = {"name": name, "kind": kind}
             start = len(sink.buffers)
             taken = snapshot.arguments[index] if snapshot is not None else None
+            if type(value) is str and len(value) >= BIG_BYTES:  # in chunks: no second copy
+                total = _save_text(data, entry, value, total, max_bytes, report)
+                entries.append(entry)
+                continue
             if taken is not None and taken.blob is not None:
                 blob = taken.blob  # as it was at the call
                 sink.buffers.extend(taken.buffers)
@@ -191,6 +201,25 @@ def save_inputs(
             why,
         )
     return report
+
+
+def _save_text(
+    out: BinaryIO, entry: dict[str, Any], text: str, total: int, max_bytes: int | None,
+    report: CaptureReport,
+) -> int:
+    """Write a large ``str`` argument as UTF-8, a chunk at a time (encoding or pickling it
+    whole would hold a second copy); the bytes saved so far."""
+    name = entry["name"]
+    if max_bytes is not None and total + len(text) > max_bytes:
+        entry["error"] = report.failed[name] = _too_large(total + len(text), max_bytes)
+        return total
+    entry.update(offset=out.tell(), text=True, buffers=[0, 0])
+    written = 0
+    for start in range(0, len(text), BIG_BYTES):
+        written += out.write(text[start : start + BIG_BYTES].encode("utf-8", "surrogatepass"))
+    entry["size"] = written
+    report.saved.append(name)
+    return total + written
 
 
 def _at_failure(
@@ -365,7 +394,10 @@ def load_inputs(
     for entry in manifest["arguments"]:
         first, last = entry["buffers"]
         chunk = blob[entry["offset"] : entry["offset"] + entry["size"]]
-        value = pickles.loads(chunk, buffers[first:last])
+        if entry.get("text"):
+            value = chunk.decode("utf-8", "surrogatepass")
+        else:
+            value = pickles.loads(chunk, buffers[first:last])
         if isinstance(value, (pickle.PickleBuffer, memoryview)):
             value = bytes(value)  # a big bytes argument, saved out of band
         if entry["kind"] == "positional":

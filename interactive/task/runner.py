@@ -185,8 +185,9 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
 
     ref = call.ref
     if excinfo is not None:
-        log.error(
-            "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__, excinfo[1]
+        log.error(  # the traceback first: nothing the session does can lose it
+            "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__,
+            excinfo[1], exc_info=excinfo,
         )
         collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
     session = Session(ref, call.settings, workspace_for(ref, call.settings))
