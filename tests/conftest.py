@@ -53,10 +53,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(autouse=True)
-def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own HOME and XDG folders (created lazily by whoever writes)."""
-    home = tmp_path / "user-home"
-    home.mkdir()
+def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own HOME and XDG folders (beside its tmp_path, which stays the
+    test's own; the XDG folders are created by whoever writes there)."""
+    home = tmp_path_factory.mktemp("home")
     for name, value in home_environment(home).items():
         monkeypatch.setenv(name, value)
     return home

@@ -62,7 +62,7 @@ def test_without_an_open_session_the_newest_is_reported() -> None:
 
 
 def test_each_process_counts_once_and_placeholders_not_at_all() -> None:
-    own = {"pid": 1, "started": 1.0, "control_url": "u", "token": "t"}
+    own = {"pid": 1, "started": 1.0, "control_url": "http://127.0.0.1:1", "token": "t"}
     placeholder = {"pid": 2, "started": 2.0, "state": "running"}  # a rank running its task
     kept = unique([("own", own), ("home", dict(own)), ("rank", placeholder)])
     assert kept == [("own", own)]

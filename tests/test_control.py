@@ -127,6 +127,31 @@ async def test_keepalive_validates_seconds(api) -> None:
     assert controls.calls == ["keepalive 600"]
 
 
+@pytest.mark.parametrize("body", [
+    "[" * 100_000 + "]" * 100_000,  # deeper than the parser recurses
+    '{"seconds": NaN}', '{"seconds": Infinity}', '{"seconds": -Infinity}',
+    "[" * 2_000 + "]" * 2_000,  # deep, within the size limit
+    "[1, 2]", '"text"', "\xff\xfe", "{",
+])
+async def test_any_malformed_body_is_a_4xx_never_a_500(api, body: str) -> None:
+    controls, client, _ = api
+    for path in ("/api/keepalive", "/api/activity"):
+        async with client.post(path, data=body.encode("utf-8", "surrogateescape"),
+                               headers={"Content-Type": "application/json"}) as response:
+            assert 400 <= response.status < 500, (path, response.status)
+    assert controls.calls == []
+
+
+async def test_answers_are_strict_json(api) -> None:
+    """A status holding a non-finite number is an error on our side, never ``Infinity``
+    on the wire (JSON parsers refuse it)."""
+    controls, client, _ = api
+    controls.state.set(reap_at=float("inf"))
+    async with client.get("/api/status") as response:
+        text = await response.text()
+    assert "Infinity" not in text and "NaN" not in text
+
+
 # -- bounds: half-sent requests are cut off; malformed ones are one quiet line --------
 
 TOKEN = "s3cret"

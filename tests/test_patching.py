@@ -217,3 +217,13 @@ def test_a_file_no_module_was_loaded_from_plans_nothing(tmp_path: Path) -> None:
     path = tmp_path / "never_imported.py"
     path.write_text("x = 1\n")
     assert plan([(path, "x = 1\n", "x = 2\n")]).changes == []
+
+
+def test_a_definition_patched_twice_is_named_once() -> None:
+    from interactive.resume.patching import Plan
+
+    result = Plan()
+    for name in ("m.f", "m.g", "m.f"):
+        result.add_patched(name)
+    assert result.patched == ["m.f", "m.g"]
+    assert result.summary() == "patched m.f, m.g"

@@ -176,11 +176,17 @@ def test_reading_checks_what_talking_to_a_session_needs() -> None:
     with pytest.raises(record.RecordError, match="^x has no token"):
         record.SessionRecord.from_json({"control_url": "http://127.0.0.1:1"}, "x")
     odd = record.SessionRecord.from_json(
-        {"control_url": "http://h:1", "token": "t", "pid": True, "started": "soon",
-         "debug": {"host": 3, "port": "5678"}, "leader": "yes", "state": ""}, "x")
+        {"control_url": "http://h:1", "token": "t", "debug": {"host": 3},
+         "leader": "yes", "state": ""}, "x")
     assert (odd.pid, odd.started, odd.debug, odd.leader, odd.state) == (
         None, None, None, None, "unknown")
     assert odd.phase is None and not odd.ended
+    for damage, words in [({"pid": True}, "pid True is not a process id"),
+                          ({"started": "soon"}, "started 'soon' is not a finite number"),
+                          ({"debug": {"port": "5678"}}, "debug.port '5678' is not a port")]:
+        with pytest.raises(record.RecordError, match=f"^record x is damaged: {words}$"):
+            record.SessionRecord.from_json({"control_url": "http://h:1", "token": "t",
+                                            **damage}, "x")
 
 
 def test_one_session_path() -> None:

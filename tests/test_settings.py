@@ -54,9 +54,11 @@ def test_environment_overrides_the_argument() -> None:
         ("port", 70000, "65535"),
         ("debug_port", -1, ">= 0"),
         ("max_idle_seconds", 0, "> 0"),
-        ("gpu_idle_percent", 101, "between 0 and 100"),
+        ("gpu_idle_percent", 101, "<= 100"),
         ("cache", "maybe", "true or false"),
-        ("bind", "my host", "IP address"),
+        ("bind", "my host", "IPv4 address"),
+        ("bind", "::1", "IPv6 is not supported"),
+        ("bind", "::", "IPv6 is not supported"),
         ("retries", 1.5, "whole number"),
         ("on_reap", "no_such_module_xyz:save", "cannot import"),
         ("workspace", "/definitely/not/here", "does not exist"),
@@ -224,3 +226,19 @@ def test_a_home_that_cannot_be_tightened_is_used_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="interactive.base.settings"):
         assert ensure_home(home) == home
     assert "cannot be tightened" in caplog.text
+
+
+NUMERIC = ["port", "control_port", "debug_port", "max_idle_seconds", "grace_seconds",
+           "poll_seconds", "gpu_idle_percent", "cpu_idle_percent", "retries",
+           "max_capture_bytes", "max_snapshot_bytes", "preempt_grace_seconds"]
+
+
+@pytest.mark.parametrize("name", NUMERIC)
+@pytest.mark.parametrize("raw", ["inf", "-inf", "nan", "1e400", "1e30", float("inf")])
+def test_numbers_are_finite_and_bounded(name: str, raw: object) -> None:
+    """PODCODE_GRACE_SECONDS=inf once spun the monitor; a huge preemption grace overflowed
+    the SIGTERM path. Every numeric setting is refused outside its range, by name."""
+    for given, environ in (({name: raw}, {}), ({}, {env_name(name): str(raw)})):
+        with pytest.raises(SettingError) as raised:
+            build_settings(given, environ)
+        assert env_name(name) in str(raised.value) and "finite number" in str(raised.value)

@@ -22,7 +22,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
+import stat
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +63,40 @@ def _int(value: Any) -> int | None:
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+MAX_PID = 1 << 22
+"""Linux's largest process id (``pid_max`` can be at most this)."""
+
+
+def _damage(data: Mapping[str, Any]) -> str | None:
+    """What makes a record unusable, in words, or None: values present but out of range
+    (a record can lack most keys, but one it has must make sense)."""
+    for key in ("started", "last_activity", GONE):
+        value = data.get(key)
+        if value is not None and (_number(value) is None or not math.isfinite(value)):
+            return f"{key} {value!r} is not a finite number"
+    pid = data.get("pid")
+    if pid is not None and (_int(pid) is None or not 0 < pid <= MAX_PID):
+        return f"pid {pid!r} is not a process id"
+    debug = data.get("debug")
+    port = debug.get("port") if isinstance(debug, dict) else None
+    if port is not None and (_int(port) is None or not 0 < port <= 65535):
+        return f"debug.port {port!r} is not a port"
+    for key in ("control_url", "code_server_url"):
+        url = data.get(key)
+        if url is None or url == "":
+            continue
+        if not isinstance(url, str):
+            return f"{key} is not a URL"
+        try:
+            parts = urllib.parse.urlsplit(url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError as exc:
+            return f"{key} {url!r}: {exc}"
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return f"{key} {url!r} is not an http URL"
+    return None
 
 
 @dataclass(frozen=True)
@@ -146,11 +183,16 @@ class SessionRecord:
 
     @classmethod
     def from_json(cls, data: Any, where: str, *, serving: bool = True) -> SessionRecord:
-        """Read a record back; ``where`` names the file in messages. Values of the wrong
-        type read as absent. With ``serving`` (what a command that talks to the session
-        needs) a record without a control URL and token is an error."""
+        """Read a record back; ``where`` names the file in messages. A process id, time,
+        port or URL that cannot be one makes the record damaged (:func:`_damage`); other
+        values of the wrong type read as absent. With ``serving`` (what a command that
+        talks to the session needs) a record without a control URL and token is an
+        error."""
         if not isinstance(data, dict):
             raise RecordError(f"{where} is not a JSON object")
+        problem = _damage(data)
+        if problem:
+            raise RecordError(f"record {where} is damaged: {problem}")
         control_url, token = _text(data, "control_url"), _text(data, "token")
         if serving and (control_url is None or token is None):
             missing = "control_url" if control_url is None else "token"
@@ -221,13 +263,46 @@ def write_session(home: Path, record: Mapping[str, Any]) -> Path:
     return path
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``; None when it is missing or not an object."""
+MAX_RECORD_BYTES = 1 << 20
+"""A record is a few hundred bytes; anything near this is not one."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def load_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, None when there is no file, or a :class:`RecordError`
+    ("record PATH is damaged: ...") in bounded time and memory: only a regular file is
+    read (a FIFO would block, ``/dev/zero`` never ends), at most :data:`MAX_RECORD_BYTES`,
+    strict JSON (no ``NaN`` or ``Infinity``)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as exc:
+        raise RecordError(f"record {path} is damaged: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"record {path} is damaged: not a regular file")
+        raw = handle.read(MAX_RECORD_BYTES + 1)
+    if len(raw) > MAX_RECORD_BYTES:
+        raise RecordError(f"record {path} is damaged: larger than {MAX_RECORD_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(f"record {path} is damaged: {exc}") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"record {path} is damaged: not a JSON object")
+    return data
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing, damaged or not an object."""
+    try:
+        return load_record(path)
+    except RecordError:
+        return None
 
 
 def read_session(home: Path) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interactive.base.errors import PodcodeError
 from interactive.base.identity import is_running
-from interactive.base.record import FILE, SESSIONS, RecordError, SessionRecord, read_record
+from interactive.base.record import FILE, SESSIONS, RecordError, SessionRecord, load_record
 
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not bind
 
@@ -153,10 +153,19 @@ def unique(records: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[st
     return kept
 
 
-def find_local(home: Path) -> list[Found]:
-    """Every session recorded in ``home`` on this machine, with its process checked."""
-    records = [(str(path), data) for path in record_files(home)
-               if (data := read_record(path)) is not None]
+def find_local(home: Path, damaged: list[str] | None = None) -> list[Found]:
+    """Every session recorded in ``home`` on this machine, with its process checked; what
+    is wrong with each damaged record is added to ``damaged`` (and the record skipped)."""
+    records = []
+    for path in record_files(home):
+        try:
+            data = load_record(path)
+            if data is not None:
+                SessionRecord.from_json(data, str(path), serving=False)
+                records.append((str(path), data))
+        except RecordError as exc:
+            if damaged is not None:
+                damaged.append(str(exc))
     return [Found(where, data, is_running(data.get("pid"), data.get("started")))
             for where, data in unique(records)]
 

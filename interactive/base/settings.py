@@ -31,6 +31,12 @@ IDES = ("code-server", "none")
 AUTHS = ("password", "none")
 SNAPSHOT_AT = ("call", "failure")
 MIN_POLL_SECONDS = 0.1
+MAX_POLL_SECONDS = 3600.0
+MAX_SECONDS = 30 * 86400.0
+"""The longest idle limit and grace period: 30 days."""
+MAX_PREEMPT_GRACE_SECONDS = 86400.0
+MAX_RETRIES = 1000
+MAX_BYTES = 1 << 50
 """Sampling more often than this burns a core for nothing."""
 _TRUE = {"1", "true", "yes", "on"}
 log = logging.getLogger(__name__)
@@ -181,18 +187,27 @@ def parse_bool(name: str, value: object) -> bool:
     raise SettingError(name, value, "expected true or false (1/0, yes/no)")
 
 
-def _number(kind: type[int] | type[float], minimum: float) -> Callable[[str, object], Any]:
+def _number(
+    kind: type[int] | type[float], minimum: float, maximum: float, *, above: bool = False
+) -> Callable[[str, object], Any]:
+    """A finite number from ``minimum`` (excluded when ``above``) to ``maximum``: an
+    infinite or huge value would spin a loop or overflow a timeout later."""
+    low, high = (f"{int(x)}" if float(x).is_integer() else f"{x:g}" for x in (minimum, maximum))
+    expected = f"expected a finite number {'>' if above else '>='} {low} and <= {high}"
+
     def parse(name: str, value: object) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise SettingError(name, value, f"expected a number >= {minimum:g}")
+            raise SettingError(name, value, expected)
         try:
-            number = kind(value) if not isinstance(value, str) else kind(value.strip())
-        except ValueError:
-            raise SettingError(name, value, f"expected a number >= {minimum:g}") from None
-        if kind is int and isinstance(value, float) and value != int(value):
-            raise SettingError(name, value, "expected a whole number")
-        if number < minimum or number != number:
-            raise SettingError(name, value, f"expected a number >= {minimum:g}")
+            number = float(value.strip() if isinstance(value, str) else value)
+        except (ValueError, OverflowError):
+            raise SettingError(name, value, expected) from None
+        if not minimum <= number <= maximum or (above and number == minimum):
+            raise SettingError(name, value, expected)  # NaN compares false: refused here
+        if kind is int:
+            if number != int(number):
+                raise SettingError(name, value, "expected a whole number")
+            return int(number)
         return number
 
     return parse
@@ -207,34 +222,6 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, object], str]:
     return parse
 
 
-def _port(name: str, value: object) -> int:
-    port: int = _number(int, 0)(name, value)
-    if port > 65535:
-        raise SettingError(name, value, "a port is between 0 and 65535 (0: any free port)")
-    return port
-
-
-def _percent(name: str, value: object) -> float:
-    percent: float = _number(float, 0)(name, value)
-    if percent > 100:
-        raise SettingError(name, value, "a percentage is between 0 and 100")
-    return percent
-
-
-def _positive(name: str, value: object) -> float:
-    seconds: float = _number(float, 0)(name, value)
-    if seconds <= 0:
-        raise SettingError(name, value, "expected a number of seconds > 0")
-    return seconds
-
-
-def _poll(name: str, value: object) -> float:
-    seconds: float = _number(float, 0)(name, value)
-    if seconds < MIN_POLL_SECONDS:
-        raise SettingError(name, value, f"expected a number of seconds >= {MIN_POLL_SECONDS:g}")
-    return seconds
-
-
 def _http_url(name: str, value: object) -> str | None:
     if value is None or value == "":
         return None
@@ -247,13 +234,21 @@ def _http_url(name: str, value: object) -> str | None:
 
 
 def _bind(name: str, value: object) -> str:
+    """An IPv4 address (or ``localhost``): code-server, debugpy's listener and the
+    Kubernetes port-forward all reach the session over IPv4, so an IPv6 address is
+    refused here rather than failing once the task has failed."""
+    expected = "expected an IPv4 address such as 127.0.0.1 or 0.0.0.0, or localhost"
     if not isinstance(value, str) or not value.strip():
-        raise SettingError(name, value, "expected an IP address such as 127.0.0.1 or 0.0.0.0")
+        raise SettingError(name, value, expected)
     try:
-        ipaddress.ip_address(value.strip())
+        address = ipaddress.ip_address(value.strip())
     except ValueError:
         if value.strip() != "localhost":
-            raise SettingError(name, value, "expected an IP address or localhost") from None
+            raise SettingError(name, value, expected) from None
+        return "localhost"
+    if address.version == 6:
+        raise SettingError(name, value, "IPv6 is not supported for the session's listeners "
+                           "(use 127.0.0.1, the default, or 0.0.0.0)")
     return value.strip()
 
 
@@ -315,27 +310,27 @@ def _workspace(name: str, value: object) -> Path | None:
 PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "mode": _choice(MODES),
     "ide": _choice(IDES),
-    "port": _port,
-    "control_port": _port,
-    "debug_port": _port,
+    "port": _number(int, 0, 65535),
+    "control_port": _number(int, 0, 65535),
+    "debug_port": _number(int, 0, 65535),
     "bind": _bind,
     "auth": _choice(AUTHS),
-    "max_idle_seconds": _positive,
-    "grace_seconds": _number(float, 0),
-    "poll_seconds": _poll,
-    "gpu_idle_percent": _percent,
-    "cpu_idle_percent": _percent,
+    "max_idle_seconds": _number(float, 0, MAX_SECONDS, above=True),
+    "grace_seconds": _number(float, 0, MAX_SECONDS),
+    "poll_seconds": _number(float, MIN_POLL_SECONDS, MAX_POLL_SECONDS),
+    "gpu_idle_percent": _number(float, 0, 100),
+    "cpu_idle_percent": _number(float, 0, 100),
     "owner": _optional_str,
-    "retries": _number(int, 0),
-    "max_capture_bytes": _number(int, 0),
+    "retries": _number(int, 0, MAX_RETRIES),
+    "max_capture_bytes": _number(int, 0, MAX_BYTES),
     "snapshot_inputs": _choice(SNAPSHOT_AT),
-    "max_snapshot_bytes": _number(int, 0),
+    "max_snapshot_bytes": _number(int, 0, MAX_BYTES),
     "cache": parse_bool,
     "cache_version": _text,
     "extensions": _extensions,
     "on_reap": _hook,
     "on_preempt": _hook,
-    "preempt_grace_seconds": _positive,
+    "preempt_grace_seconds": _number(float, 0, MAX_PREEMPT_GRACE_SECONDS, above=True),
     "workspace": _workspace,
     "dcgm_url": _http_url,
 }

@@ -27,7 +27,8 @@ class TaskRef:
     """Where a task's code lives."""
 
     name: str
-    """``module.qualname``."""
+    """Where the task lives: ``module.qualname``, or ``script.py:qualname`` for a script
+    (:func:`interactive.base.names.task_name`)."""
     module: str
     qualname: str
     source: str | None

@@ -57,7 +57,10 @@ def local_json(found: Found) -> dict[str, Any]:
 
 def run_local(args: argparse.Namespace, console: Console) -> int:
     home = podcode_home(console.environ)
-    found = sorted(find_local(home), key=lambda f: f.started)
+    damaged: list[str] = []
+    found = sorted(find_local(home, damaged), key=lambda f: f.started)
+    for problem in damaged:
+        console.warn(problem)
     now = console.clock()
     if args.output == "json":
         console.json([local_json(f) for f in found])

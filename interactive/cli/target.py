@@ -11,7 +11,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from interactive.base.record import SessionRecord, session_path
-from interactive.base.sessionfile import Found, NoSession, find_local, too_open, unique
+from interactive.base.sessionfile import (
+    BadSessionFile,
+    Found,
+    NoSession,
+    find_local,
+    too_open,
+    unique,
+)
 from interactive.base.settings import podcode_home
 from interactive.cli.api import ControlClient
 from interactive.cli.choose import choose, label, usable
@@ -114,8 +121,13 @@ def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
 
 def _local(console: Console, args: argparse.Namespace) -> Target:
     home = podcode_home(console.environ)
-    found = find_local(home)
+    damaged: list[str] = []
+    found = find_local(home, damaged)
+    for problem in damaged:
+        console.warn(problem)
     if not found:
+        if damaged:
+            raise BadSessionFile(damaged[0])
         raise NoSession(
             f"no local podcode session (nothing in {session_path(environ=console.environ)} or "
             f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "

@@ -121,6 +121,12 @@ class Plan:
         if self.patched:
             log.info("patched in place: %s", ", ".join(self.patched))
 
+    def add_patched(self, name: str) -> None:
+        """Name a definition that gets new code, once (a file loaded as two modules, or a
+        definition changed in two ways, is still one fix)."""
+        if name not in self.patched:
+            self.patched.append(name)
+
     def summary(self) -> str:
         parts = []
         if self.patched:
@@ -291,7 +297,7 @@ class FilePatcher:
         defaults = self._defaults(new)
         self.result.replaced.update((id(f), (code, defaults)) for f in functions)
         if not _same(old.node, new.node):
-            self.result.patched.append(self._qualified(new))
+            self.result.add_patched(self._qualified(new))
         self.result.changes.append(
             Change(self._qualified(new), lambda: _replace_code(functions, code, defaults))
         )
@@ -321,7 +327,7 @@ class FilePatcher:
             def change() -> None:
                 setattr(owner, new.path[-1], function())
 
-        self.result.patched.append(self._qualified(new))
+        self.result.add_patched(self._qualified(new))
         self.result.changes.append(Change(self._qualified(new), change))
 
     def _new_function(self, new: Definition, owner: Any) -> Callable[[], Any]:
@@ -425,7 +431,7 @@ class FilePatcher:
                 continue
             if is_constant_assignment(stmt):
                 names = [t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)]
-                self.result.patched.append(f"{self.module.__name__}.{names[0]}")
+                self.result.add_patched(f"{self.module.__name__}.{names[0]}")
                 self.result.changes.append(self._run_statement(stmt, names[0]))
                 continue
             text = ast.unparse(stmt).split("\n")[0]

@@ -14,6 +14,7 @@ never its bytes (which may carry the token), and no traceback.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import json
 import logging
@@ -59,6 +60,14 @@ class Controls(Protocol):
     def peer_status(self) -> dict[str, Any]: ...  # the other ranks of the pod, if any
 
 
+_answer = functools.partial(web.json_response, dumps=functools.partial(json.dumps, allow_nan=False))
+"""Every answer is strict JSON: no ``Infinity`` or ``NaN``, which JSON parsers refuse."""
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _authorized(request: web.Request, token: str) -> bool:
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
@@ -77,7 +86,7 @@ def _auth_middleware(token: str, state: SessionState) -> Any:
         try:
             if request.path.startswith("/api/"):
                 if not _authorized(request, token):
-                    return web.json_response(
+                    return _answer(
                         {"error": "missing or wrong bearer token"}, status=401
                     )
                 if request.method != "GET":
@@ -108,10 +117,11 @@ async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
             content_type="application/json", headers={"Connection": "close"},
         ) from None
     try:
-        body = json.loads(raw)
-    except ValueError:
+        body = json.loads(raw, parse_constant=_no_constants)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to be a request
         raise web.HTTPBadRequest(
-            text='{"error": "body is not JSON"}', content_type="application/json"
+            text='{"error": "body is not JSON (or nested too deeply)"}',
+            content_type="application/json",
         ) from None
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(
@@ -126,17 +136,17 @@ def build_app(
     state = controls.state
 
     async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        return _answer({"ok": True})
 
     async def status(request: web.Request) -> web.Response:
-        return web.json_response({**state.status(), **controls.peer_status()})
+        return _answer({**state.status(), **controls.peer_status()})
 
     async def resume(request: web.Request) -> web.Response:
         try:
             planned = controls.resume(peer=_from_peer(request))
         except ResumeConflict as exc:
-            return web.json_response({"error": str(exc), "state": state.state.value}, status=409)
-        return web.json_response({"state": Phase.RESUMING.value, **(planned or {})}, status=202)
+            return _answer({"error": str(exc), "state": state.state.value}, status=409)
+        return _answer({"state": Phase.RESUMING.value, **(planned or {})}, status=202)
 
     async def keepalive(request: web.Request) -> web.Response:
         body = await _json_body(request, body_timeout)
@@ -146,20 +156,20 @@ def build_app(
             or not isinstance(seconds, (int, float))
             or not 0 < seconds <= MAX_KEEPALIVE_SECONDS
         ):
-            return web.json_response(
+            return _answer(
                 {"error": f"seconds must be a number in (0, {MAX_KEEPALIVE_SECONDS}]"}, status=400
             )
         reap_at = controls.keepalive(float(seconds))
-        return web.json_response({"reap_at": reap_at, "keepalive_until": state.keepalive_until})
+        return _answer({"reap_at": reap_at, "keepalive_until": state.keepalive_until})
 
     async def activity(request: web.Request) -> web.Response:
         body = await _json_body(request, body_timeout)
         log.debug("activity reported: %s", body.get("kind", "unknown"))
-        return web.json_response({"ok": True})
+        return _answer({"ok": True})
 
     async def abort(request: web.Request) -> web.Response:
         controls.abort(peer=_from_peer(request))
-        return web.json_response({"state": state.state.value}, status=202)
+        return _answer({"state": state.state.value}, status=202)
 
     app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)
     app.router.add_get("/healthz", healthz)

@@ -29,10 +29,13 @@ import datetime
 import decimal
 import enum
 import fractions
+import functools
+import inspect
 import math
 import pathlib
 import struct
 import sys
+import types
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -209,6 +212,32 @@ _SCALARS: dict[type, Callable[[Any, Any], None]] = {
     datetime.timedelta: lambda h, v: _text(h, b"td", f"{v.days},{v.seconds},{v.microseconds}"),
     range: lambda h, v: _text(h, b"r", f"{v.start},{v.stop},{v.step}"),
 }
+
+
+def code_fingerprint(func: Callable[..., Any]) -> str:
+    """A digest of ``func``'s own code, as joblib.Memory keys a function: its source text
+    when it can be read (an edit of the body, the signature or a decorator's arguments
+    changes it), else its compiled code. The functions it calls are not included."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return blake3(repr(func).encode()).hexdigest()[:32]
+    return _code_digest(code)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_digest(code: types.CodeType) -> str:
+    try:
+        text = inspect.getsource(code).encode()
+    except (OSError, TypeError):
+        text = _compiled(code)
+    return blake3(text).hexdigest()[:32]
+
+
+def _compiled(code: types.CodeType) -> bytes:
+    """The parts of a code object that say what it does (its constants, recursively)."""
+    consts = [_compiled(c) if isinstance(c, types.CodeType) else repr(c).encode()
+              for c in code.co_consts]
+    return b"\0".join([code.co_code, repr(code.co_names).encode(), *consts])
 
 
 def fingerprint(parts: Iterable[Any]) -> bytes:

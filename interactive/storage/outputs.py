@@ -1,7 +1,8 @@
 """The output cache: a task's return value stored under its name, version and inputs.
 
 An entry lives at ``cache/<task>/<digest>.pkl`` in the store, where the digest
-covers the task's qualified name, ``cache_version`` and
+covers the task's name (where it lives: ``module.qualname`` or ``script.py:qualname``),
+``cache_version``, a fingerprint of the task's own code and
 :func:`interactive.storage.hashing.hash_inputs` of the call. An entry is a small header
 (magic, part lengths, a CRC-32) followed by the pickled value and its
 out-of-band buffers (pickle protocol 5: large arrays are written and read
@@ -23,7 +24,7 @@ from typing import Any
 
 from interactive.base.names import folder_name
 from interactive.storage import pickles
-from interactive.storage.hashing import FORMAT, hash_inputs
+from interactive.storage.hashing import FORMAT, code_fingerprint, hash_inputs
 from interactive.storage.store import Chunk, Store, StoreError
 
 logger = logging.getLogger(__name__)
@@ -32,8 +33,9 @@ CACHE = "cache"
 """Top folder of cached outputs in the store."""
 MAGIC = b"PODCODE-CACHE\x01"
 MAX_PARTS = 1 << 20
-KEY_FORMAT = b"podcode-cache-key/2:" + FORMAT
-"""The input hash's algorithm is part of every key: a new one makes old entries misses."""
+KEY_FORMAT = b"podcode-cache-key/3:" + FORMAT
+"""The key's layout and the input hash's algorithm are part of every key: a new one makes
+old entries misses (version 3 added the task's code fingerprint)."""
 
 
 class CorruptEntry(Exception):
@@ -128,20 +130,34 @@ class TaskCache:
         kwargs: dict[str, Any],
         *,
         func: Callable[..., Any] | None = None,
+        inputs: str | None = None,
     ) -> str:
         """``<task folder>/<digest>``; raises UnhashableInput for an input it cannot hash.
 
-        With ``func``, the call is first bound to its signature (defaults applied),
-        so the same call spelled differently gets the same key.
+        The digest covers the task's name (where it lives), ``version``, the inputs and,
+        with ``func``, a fingerprint of the task's own code (editing the task makes its
+        old entries misses; its upstreams' stay valid). With ``func``, the call is also
+        bound to its signature first (defaults applied), so the same call spelled
+        differently gets the same key. ``inputs``: :meth:`inputs_digest` of the call,
+        computed earlier (the arguments may have changed since).
         """
+        if inputs is None:
+            inputs = self.inputs_digest(args, kwargs, func=func)
+        code = code_fingerprint(func) if func is not None else ""
+        digest = hashlib.sha256(KEY_FORMAT)
+        for part in (task, str(version), code, inputs):
+            digest.update(struct.pack("<Q", len(part.encode())) + part.encode())
+        return f"{folder_name(task)}/{digest.hexdigest()}"
+
+    @staticmethod
+    def inputs_digest(
+        args: tuple[Any, ...], kwargs: dict[str, Any], *, func: Callable[..., Any] | None = None
+    ) -> str:
+        """The part of a key that the call's arguments make."""
         names: list[str] = []
         if func is not None:
             args, kwargs, names = canonical_call(func, args, kwargs)
-        inputs = hash_inputs(args, kwargs, names=names)
-        digest = hashlib.sha256(KEY_FORMAT)
-        for part in (task, str(version), inputs):
-            digest.update(struct.pack("<Q", len(part.encode())) + part.encode())
-        return f"{folder_name(task)}/{digest.hexdigest()}"
+        return hash_inputs(args, kwargs, names=names)
 
     def path(self, key: str) -> str:
         """The entry's path relative to the store's root."""

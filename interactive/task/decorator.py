@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from interactive.base.context import current_task
+from interactive.base.names import task_name
 from interactive.base.settings import build_settings, is_enabled
 from interactive.base.types import TaskRef
 from interactive.distributed import collective
@@ -16,12 +19,16 @@ from interactive.resume.plan import RAW_ATTRIBUTE
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def task_ref(fn: Callable[..., Any]) -> TaskRef:
+def task_ref(fn: Callable[..., Any], workspace: Path | None = None) -> TaskRef:
+    """Where ``fn`` lives, named as :func:`interactive.base.names.task_name` says."""
     try:
         source = inspect.getsourcefile(fn)
     except TypeError:
         source = None
-    return TaskRef(f"{fn.__module__}.{fn.__qualname__}", fn.__module__, fn.__qualname__, source)
+    spec = getattr(sys.modules.get(fn.__module__), "__spec__", None)
+    name = task_name(fn.__module__, fn.__qualname__, source, workspace or Path.cwd(),
+                     getattr(spec, "name", None))
+    return TaskRef(name, fn.__module__, fn.__qualname__, source)
 
 
 def _check_callable(fn: Callable[..., Any]) -> None:
@@ -58,7 +65,7 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
 
     def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
         _check_callable(function)
-        ref = task_ref(function)
+        ref = task_ref(function, checked.workspace)
 
         runner: Callable[..., Any] | None = None
         decided = False

@@ -169,7 +169,7 @@ def _run_one(hook: Callable[[], object], timeout: float) -> tuple[bool, str | No
     )
     logger.info("running hook %s (%.1f s left)", name, timeout)
     try:
-        exc = running.exception(timeout)
+        exc = running.exception(min(timeout, threading.TIMEOUT_MAX))
     except concurrent.futures.TimeoutError:
         logger.error("hook %s did not finish before the deadline; abandoned", name)
         return False, f"hook {name} did not finish before the deadline; abandoned"
@@ -203,8 +203,12 @@ def leave(
     after: Callable[[], object] | None = None,
 ) -> NoReturn:
     """The process was told to stop: run ``hooks`` (bounded), then ``after``, then raise
-    ``SystemExit(143)``."""
-    run_hooks(hooks, deadline_seconds)
+    ``SystemExit(143)``. ``after`` (saving the edits and checkpoints) runs whatever the
+    hooks did."""
+    try:
+        run_hooks(hooks, deadline_seconds)
+    except Exception:
+        logger.exception("after SIGTERM: the on_preempt hooks could not be run")
     if after is not None:
         try:
             after()

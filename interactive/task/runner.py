@@ -100,14 +100,15 @@ def _cached(call: Call) -> Any:
 
     cache = TaskCache(open_store())
     version = call.settings.cache_version
-    key = cache.key(call.ref.name, version, call.args, call.kwargs, func=call.fn)
-    hit, value = cache.get(key)
+    inputs = cache.inputs_digest(call.args, call.kwargs, func=call.fn)
+    hit, value = cache.get(cache.key(call.ref.name, version, (), {}, func=call.fn, inputs=inputs))
     if hit:
         log.info("%s: cached output reused (cache_version %s)", call.ref.name, version)
         return value
     result = _attempt(call)
     _leave_if_preempted(call)
-    cache.put(key, result)
+    # under the code that gave the result: after a resume, the engineer's fixed code
+    cache.put(cache.key(call.ref.name, version, (), {}, func=call.fn, inputs=inputs), result)
     return result
 
 
