@@ -226,3 +226,16 @@ def test_exit_if_terminated_runs_hooks_then_after_then_exits_143() -> None:
         preempt.exit_if_terminated([lambda: ran.append("hook")], 30, after=broken_sync)
     assert info.value.code == 143
     assert ran == ["hook", "sync"]
+
+
+def test_a_huge_deadline_never_overflows_and_the_edits_are_saved() -> None:
+    """A deadline beyond what a thread can wait for (the setting is bounded, but nothing
+    on the way out may raise) still runs the hooks and then saves."""
+    from interactive.task import preempt as module
+
+    ran: list[str] = []
+    assert module.run_hooks([lambda: ran.append("hook")], 1e300) == []
+    with pytest.raises(SystemExit):
+        module.leave([lambda: ran.append("again")], float("inf"),
+                     after=lambda: ran.append("edits saved"))
+    assert ran == ["hook", "again", "edits saved"]

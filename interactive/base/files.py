@@ -75,8 +75,9 @@ def _replacing(target: Path, permissions: int, durable: bool) -> Iterator[tuple[
     try:
         yield fd, temp
         os.replace(temp, target)
-    except BaseException:
+    except BaseException as exc:
         temp.unlink(missing_ok=True)
+        name_the_path(exc, target)
         raise
     if durable:
         fsync_folder(target.parent)
@@ -138,6 +139,29 @@ def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True
     with atomic_open(path, "w", permissions=mode, durable=durable) as handle:
         json.dump(data, handle, indent=2)
         handle.write("\n")
+
+
+def name_the_path(exc: BaseException, path: Path) -> None:
+    """Make an OSError that names no file (a full disk on ``write``) name ``path``."""
+    if isinstance(exc, OSError) and exc.filename is None:
+        exc.filename = str(path)
+
+
+@contextlib.contextmanager
+def staged_folder(folder: Path) -> Iterator[Path]:
+    """A new, private staging folder beside ``folder`` that replaces it when the block
+    ends without an exception, and is removed when it does not (a full disk leaves
+    nothing behind, and the error names the folder)."""
+    staging = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(mode=0o700)
+    try:
+        yield staging
+        replace_folder(staging, folder)
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        name_the_path(exc, staging)
+        raise
 
 
 def replace_folder(staging: Path, folder: Path) -> None:

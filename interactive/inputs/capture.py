@@ -121,6 +121,50 @@ def _too_large(total: int, max_bytes: int) -> str:
     )
 
 
+def _write_arguments(
+    data: BinaryIO,
+    named: list[tuple[str, str, Any]],
+    snapshot: CallSnapshot | None,
+    sink: BufferSink,
+    report: CaptureReport,
+    max_bytes: int | None,
+) -> list[dict[str, Any]]:
+    """Each argument's pickle into ``data`` (its buffers into ``sink``): its manifest
+    entries."""
+    entries: list[dict[str, Any]] = []
+    total = 0
+    for index, (name, kind, value) in enumerate(named):
+        entry: dict[str, Any] = {"name": name, "kind": kind}
+        entries.append(entry)
+        start = len(sink.buffers)
+        taken = snapshot.arguments[index] if snapshot is not None else None
+        if type(value) is str and len(value) >= BIG_BYTES:  # in chunks: no second copy
+            total = _save_text(data, entry, value, total, max_bytes, report)
+            continue
+        if taken is not None and taken.blob is not None:
+            blob = taken.blob  # as it was at the call
+            sink.buffers.extend(taken.buffers)
+        else:
+            try:
+                blob = sink.dumps(value)
+            except Exception as exc:  # pickling can raise anything a __reduce__ raises
+                entry["error"] = report.failed[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            why = _at_failure(taken, blob, sink.buffers[start:])
+            if why:
+                entry["at_failure"] = report.at_failure[name] = why
+        size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
+        if max_bytes is not None and total + size > max_bytes:
+            del sink.buffers[start:]
+            entry["error"] = report.failed[name] = _too_large(total + size, max_bytes)
+            continue
+        total += size
+        entry.update(offset=data.tell(), size=len(blob), buffers=[start, len(sink.buffers)])
+        data.write(blob)
+        report.saved.append(name)
+    return entries
+
+
 def save_inputs(
     task: str,
     fn: Callable[..., Any],
@@ -136,63 +180,27 @@ def save_inputs(
     Never raises for an argument that cannot be saved."""
     folder = inputs_folder(task, home)
     record.make_private(folder.parent)
-    staging = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(mode=0o700)
     report = CaptureReport(folder)
     sink = BufferSink()
-    entries: list[dict[str, Any]] = []
     named = [
         (name, "positional", value)
         for name, value in zip(argument_names(fn, args, kwargs), args, strict=False)
     ]
     named += [(name, "keyword", value) for name, value in kwargs.items()]
-    total = 0
-    with open(staging / "data.bin", "wb") as data:
-        for index, (name, kind, value) in enumerate(named):
-            entry: dict[str, Any] = {"name": name, "kind": kind}
-            start = len(sink.buffers)
-            taken = snapshot.arguments[index] if snapshot is not None else None
-            if type(value) is str and len(value) >= BIG_BYTES:  # in chunks: no second copy
-                total = _save_text(data, entry, value, total, max_bytes, report)
-                entries.append(entry)
-                continue
-            if taken is not None and taken.blob is not None:
-                blob = taken.blob  # as it was at the call
-                sink.buffers.extend(taken.buffers)
-            else:
-                try:
-                    blob = sink.dumps(value)
-                except Exception as exc:  # pickling can raise anything a __reduce__ raises
-                    entry["error"] = f"{type(exc).__name__}: {exc}"
-                    report.failed[name] = entry["error"]
-                    entries.append(entry)
-                    continue
-                why = _at_failure(taken, blob, sink.buffers[start:])
-                if why:
-                    entry["at_failure"] = report.at_failure[name] = why
-            size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
-            if max_bytes is not None and total + size > max_bytes:
-                del sink.buffers[start:]
-                entry["error"] = report.failed[name] = _too_large(total + size, max_bytes)
-            else:
-                total += size
-                entry.update(offset=data.tell(), size=len(blob), buffers=[start, len(sink.buffers)])
-                data.write(blob)
-                report.saved.append(name)
-            entries.append(entry)
-    with open(staging / "buffers.bin", "wb") as out:
-        spans = pickles.write_parts(out, pickles.raw_buffers(sink.buffers))
-    manifest = {
-        "format": FORMAT,
-        "task": task,
-        "created": time.time(),
-        "arguments": entries,
-        "buffers": spans,
-    }
-    with open(staging / "manifest.json", "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=1)
-    files.replace_folder(staging, folder)
+    with files.staged_folder(folder) as staging:  # a full disk leaves nothing behind
+        with open(staging / "data.bin", "wb") as data:
+            entries = _write_arguments(data, named, snapshot, sink, report, max_bytes)
+        with open(staging / "buffers.bin", "wb") as out:
+            spans = pickles.write_parts(out, pickles.raw_buffers(sink.buffers))
+        manifest = {
+            "format": FORMAT,
+            "task": task,
+            "created": time.time(),
+            "arguments": entries,
+            "buffers": spans,
+        }
+        with open(staging / "manifest.json", "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=1)
     for name, why in report.failed.items():
         log.warning(
             "input %r of task %s cannot be saved (%s); the session opens without it",
