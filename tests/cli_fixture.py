@@ -28,7 +28,8 @@ class Controls:
     """What the session does when the API is called; records every call."""
 
     def __init__(self, state: str) -> None:
-        self.state = SessionState(task="train.fit", state=state, error="ValueError: nan")
+        self.state = SessionState(task="train.fit", state=state, error="ValueError: nan",
+                                  clock=lambda: NOW, max_idle_seconds=1800.0, grace_seconds=600.0)
         self.calls: list[Any] = []
 
     def resume(self, peer: bool = False) -> None:
@@ -44,9 +45,11 @@ class Controls:
         return {}
 
     def keepalive(self, seconds: float) -> float | None:
+        from interactive.base.settings import IdleSettings
+        from interactive.culler.monitor import keepalive
+
         self.calls.append(("keepalive", seconds))
-        self.state.set(keepalive_until=NOW + seconds)
-        return None
+        return keepalive(self.state, IdleSettings(), seconds, now=NOW)
 
 
 class LiveSession:

@@ -75,6 +75,7 @@ def test_local_status(live: LiveSession, console: Console) -> None:
     assert "State:" in text and "waiting" in text
     assert "ValueError: nan" in text
     assert live.token not in text
+    assert "Cleanup:  2027-01-15T08:40:00Z (in 40m) if nobody works in it until then" in text
 
 
 def test_local_status_json(live: LiveSession, console: Console) -> None:
@@ -95,7 +96,9 @@ def test_local_resume_then_conflict(live: LiveSession, console: Console) -> None
 def test_local_keepalive_and_abort(live: LiveSession, console: Console) -> None:
     assert run(["keepalive", "--seconds", "7200"], console) == Exit.OK
     assert live.controls.calls == [("keepalive", 7200.0)]
-    assert "until 2027-01-15T10:00:00Z" in output(console)
+    said = output(console)  # the warning waits 2 h; cleanup comes a grace period later
+    assert "no idle warning before 2027-01-15T10:00:00Z" in said
+    assert "cleanup at 2027-01-15T10:10:00Z at the earliest" in said
     assert run(["abort"], console) == Exit.OK
     assert live.controls.calls[-1] == "abort"
 

@@ -59,7 +59,7 @@ def test_a_real_session_is_listed_inspected_and_resumed_through_the_cluster(
     assert code == Exit.OK, err
     [listed] = json.loads(out)
     assert (listed["pod"], listed["task"], listed["owner"]) == (
-        "train-job-0", "__main__.train", "ana@example.com")
+        "train-job-0", "job.py:train", "ana@example.com")
     wait_for(lambda: any(e["reason"] == "PodcodeWaiting" for e in fake_kube.events),
              "the PodcodeWaiting event")
 

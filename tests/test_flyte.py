@@ -19,7 +19,7 @@ def test_flyte_task_over_vscode_keeps_its_interface_and_resumes(job: Job, tmp_pa
     source = EXAMPLE.read_text()
     job.write("workflow.py", source)
     record = job.start("workflow.py", env={"HOME": str(tmp_path)}).wait_state("waiting")
-    assert record["task"] == "__main__.normalize"
+    assert record["task"] == "workflow.py:normalize"
     assert record["error"].startswith("ZeroDivisionError")
     interface = next(line for line in job.output().splitlines() if line.startswith("INTERFACE"))
     assert interface.startswith("INTERFACE {'values': list[float]} ")

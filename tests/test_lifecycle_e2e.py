@@ -134,7 +134,7 @@ def _run_both(home: Path, first: Job, second: Job) -> None:
     assert cli(home, "abort", "--pid", str(a["pid"]))[0] == Exit.OK
     assert first.wait_exit() == 1
     code, out, _ = cli(home, "status")  # one session waits now: no selector needed
-    assert code == Exit.OK and "__main__.middle" in out
+    assert code == Exit.OK and "job.py:middle" in out
     second.write("job.py", (second.workspace / "job.py").read_text().replace("> 10", "> 100"))
     assert cli(home, "resume")[0] == Exit.OK
     assert second.wait_exit() == 0 and "RESULT 24" in second.output()

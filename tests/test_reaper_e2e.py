@@ -124,5 +124,5 @@ def test_a_successful_resume_mails_the_fix_as_a_patch(
     [mail] = smtp_server.wait_for(1, timeout=30)
     assert "resumed and finished: your fix" in mail["Subject"]
     [attachment] = list(mail.iter_attachments())
-    assert attachment.get_filename() == "podcode-__main__.train.patch"
+    assert attachment.get_filename() == "podcode-job.py_train.patch"
     assert "+LR = 0.5" in attachment.get_content()

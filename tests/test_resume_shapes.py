@@ -221,9 +221,9 @@ def test_the_fix_is_saved_as_a_patch_git_applies_in_the_checkout(job: Job, tmp_p
     os.utime(tasks / "job.py", ns=(1, 1))  # a stamp the session cannot miss
     resume_ok(job)
     out = job.output()
-    assert "RESULT 9" in out and "podcode edits __main__.task | git apply" in out
+    assert "RESULT 9" in out and "podcode edits job.py:task | git apply" in out
     patch = subprocess.run(
-        [sys.executable, "-m", "interactive.cli", "edits", "__main__.task"],
+        [sys.executable, "-m", "interactive.cli", "edits", "job.py:task"],
         capture_output=True,
         text=True,
         env={**os.environ, "PODCODE_HOME": str(job.home)},
@@ -267,7 +267,7 @@ def test_an_unwritable_home_keeps_the_tasks_own_error(job: Job, tmp_path: Path) 
     assert job.wait_exit() == 1
     out = job.output()
     assert "ZeroDivisionError: division by zero" in out
-    assert "podcode could not open a debug session for __main__.t: PODCODE_HOME=" in out
+    assert "podcode could not open a debug session for job.py:t: PODCODE_HOME=" in out
     assert "wait_for_client" not in out
 
 

@@ -102,7 +102,7 @@ def test_api_needs_token_and_healthz_is_open(job: Job) -> None:
         "owner",
         "gpu_utilization",
     }
-    assert body["task"] == "__main__.middle"
+    assert body["task"] == "job.py:middle"
 
 
 def test_resume_while_running_is_refused(job: Job) -> None:

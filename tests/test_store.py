@@ -104,9 +104,18 @@ def test_missing_driver_names_the_extra() -> None:
         pass
     else:
         pytest.skip("s3fs is installed here")
-    with pytest.raises(StoreError, match=r"podcode\[s3\]") as info:
+    with pytest.raises(StoreError, match=r"pip install s3fs") as info:
         open_store({"PODCODE_STORE": "s3://bucket/prefix"})
     assert "s3://bucket/prefix" in str(info.value)
+
+
+def test_the_advice_is_installable_without_podcode_on_an_index() -> None:
+    from interactive.storage.fsspec_store import missing_driver
+
+    assert missing_driver("gs").startswith("Install gcsfs: pip install gcsfs ")
+    assert "pip install './podcode[gcs]'" in missing_driver("gcs")
+    assert "pip install podcode[" not in missing_driver("s3")
+    assert missing_driver("weird") == "Install the fsspec driver for weird://"
 
 
 def test_unknown_protocol_names_the_setting() -> None:

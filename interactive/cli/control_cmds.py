@@ -14,7 +14,7 @@ from interactive.cli.target import Target, open_target
 
 
 def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
-    reap_at = status.get("reap_at")
+    reap_at, cleanup_at = status.get("reap_at"), status.get("cleanup_at")
     gpu = status.get("gpu_utilization")
     pairs = [
         ("Session", target.label),
@@ -23,13 +23,22 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("Error", str(status.get("error") or "-")),
         ("Attempt", str(status.get("attempt", "-"))),
         ("Idle", duration(float(status.get("idle_seconds") or 0))),
-        ("Cleanup", "-" if reap_at is None else f"{iso(reap_at)} ({until(reap_at, now)})"),
+        ("Cleanup", _cleanup(reap_at, cleanup_at, now)),
         ("Owner", str(status.get("owner") or "-")),
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
     ]
     pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
     return fields(pairs)
+
+
+def _cleanup(reap_at: Any, cleanup_at: Any, now: float) -> str:
+    """The cleanup time: set by a warning, else when it comes if the session stays idle."""
+    if isinstance(reap_at, (int, float)):
+        return f"{iso(reap_at)} ({until(reap_at, now)})"
+    if isinstance(cleanup_at, (int, float)):
+        return f"{iso(cleanup_at)} ({until(cleanup_at, now)}) if nobody works in it until then"
+    return "never (no idle limit)"
 
 
 def _rank_lines(status: dict[str, Any]) -> list[tuple[str, str]]:
@@ -122,9 +131,14 @@ def keepalive(args: argparse.Namespace, console: Console) -> int:
     if args.output == "json":
         console.json({"session": target.label, **answer})
         return Exit.OK
-    until_when = answer.get("keepalive_until") or answer.get("reap_at")
-    until_text = f"until {iso(until_when)}" if until_when else f"for {duration(args.seconds)}"
-    console.say(f"Kept {target.label} alive {until_text}: no cleanup before then.")
+    reap_at = answer.get("reap_at")
+    kept = answer.get("keepalive_until")
+    if isinstance(reap_at, (int, float)):
+        warned = f"no idle warning before {iso(kept)}; " if isinstance(kept, (int, float)) else ""
+        console.say(f"Kept {target.label} alive: {warned}cleanup at {iso(reap_at)} at the "
+                    "earliest, later if someone works in it.")
+    else:
+        console.say(f"Kept {target.label} alive for {duration(args.seconds)}.")
     return Exit.OK
 
 

@@ -152,8 +152,9 @@ class PostMortem:
         """Show ``excinfo`` to clients from now on (None: nothing to show); a client still
         attached (the task failed again after a resume) is shown the new exception."""
         self._excinfo = excinfo
-        # The client lists the stop under this thread's name: the task's.
-        name = (current_task.get() or "task").removeprefix("__main__.")
+        # The client lists the stop under this thread's name: the task's (its qualified
+        # name; a script's path is left out).
+        name = (current_task.get() or "task").removeprefix("__main__.").rpartition(":")[2]
         if self._thread is None:
             # Listed by the debugger (it carries the stop), traced only at the stop; debugpy
             # reads _MAIN_THREAD by this name. podcode's for the CPU sampler.

@@ -24,13 +24,9 @@ from interactive.storage.store import (
 
 OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory"})
 """Protocols where writing one whole object is atomic, so no rename is needed."""
-EXTRAS = {
-    "s3": "podcode[s3] (s3fs)",
-    "s3a": "podcode[s3] (s3fs)",
-    "gs": "podcode[gcs] (gcsfs)",
-    "gcs": "podcode[gcs] (gcsfs)",
-    "hdfs": "podcode[hdfs] (pyarrow)",
-}
+DRIVERS = {"s3": ("s3", "s3fs"), "s3a": ("s3", "s3fs"), "gs": ("gcs", "gcsfs"),
+           "gcs": ("gcs", "gcsfs"), "hdfs": ("hdfs", "pyarrow")}
+"""Protocol → (podcode's extra, the package it adds)."""
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
@@ -43,13 +39,20 @@ def remote_fs(url: str) -> Any:
     try:
         fs, _ = fsspec.core.url_to_fs(url)
     except ImportError as exc:
-        extra = EXTRAS.get(protocol, f"the fsspec driver for {protocol}://")
-        raise StoreError(
-            url, "", "open", f"Install {extra}: pip install '{extra.split(' ')[0]}' ({exc})."
-        ) from exc
+        raise StoreError(url, "", "open", f"{missing_driver(protocol)} ({exc}).") from exc
     except ValueError as exc:
         raise StoreError(url, "", "open", f"Check PODCODE_STORE ({exc}).") from exc
     return fs
+
+
+def missing_driver(protocol: str) -> str:
+    """What to install for ``protocol``: the package itself (podcode is installed from a
+    checkout or a wheel, so ``pip install podcode[s3]`` cannot find it on an index)."""
+    extra, package = DRIVERS.get(protocol, (None, None))
+    if package is None:
+        return f"Install the fsspec driver for {protocol}://"
+    return (f"Install {package}: pip install {package} (or podcode's extra from its "
+            f"checkout: pip install './podcode[{extra}]')")
 
 
 class FsspecStore:
