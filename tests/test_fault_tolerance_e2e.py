@@ -20,6 +20,11 @@ import pytest
 
 from interactive.base.names import folder_name
 
+
+def stored(tmp_path: Path, kind: str, task: str) -> Path:
+    """The store's folder of ``kind`` (checkpoints, cache) for ``task``."""
+    return tmp_path / "store" / kind / folder_name(task)
+
 REPO = Path(__file__).resolve().parents[1]
 WAIT_SECONDS = 120.0
 
@@ -205,7 +210,7 @@ def test_decorated_loop_stops_on_sigterm_saves_and_exits_143(
     assert status == 143, f"{out}\n{err}"
     assert "done" not in out
 
-    saved = tmp_path / "store" / "checkpoints" / folder_name("decorated_train.py:train") / "state.json"
+    saved = stored(tmp_path, "checkpoints", "decorated_train.py:train") / "state.json"
     step = json.loads(saved.read_text())["step"]
     assert step >= 5
 
@@ -248,7 +253,7 @@ def test_sigterm_while_the_debug_session_waits_runs_hooks_and_exits_143(
     wait_for(child, waiting)
     status, out, err = terminate(child)
     assert status == 143, f"{out}\n{err}"
-    saved = tmp_path / "store" / "checkpoints" / folder_name("failing_task.py:train") / "emergency.json"
+    saved = stored(tmp_path, "checkpoints", "failing_task.py:train") / "emergency.json"
     assert json.loads(saved.read_text()) == {"saved": True}
 
 
@@ -280,7 +285,7 @@ def test_cache_hit_in_a_second_process_skips_the_task(tmp_path: Path, env: dict[
     assert first.stdout == second.stdout
     assert "result 1000000" in first.stdout
     assert runs.read_text().count("ran") == 1
-    entries = list((tmp_path / "store" / "cache" / folder_name("cached_step.py:preprocess")).glob("*.pkl"))
+    entries = list((stored(tmp_path, "cache", "cached_step.py:preprocess")).glob("*.pkl"))
     assert len(entries) == 1
 
     bumped = run(script, dict(env, PODCODE_CACHE_VERSION="2"), str(runs))
@@ -292,7 +297,7 @@ def test_corrupt_cache_entry_is_recomputed(tmp_path: Path, env: dict[str, str]) 
     script = write_script(tmp_path, "cached_step.py", CACHED_STEP)
     runs = tmp_path / "runs.log"
     assert run(script, env, str(runs)).returncode == 0
-    (entry,) = (tmp_path / "store" / "cache" / folder_name("cached_step.py:preprocess")).glob("*.pkl")
+    (entry,) = (stored(tmp_path, "cache", "cached_step.py:preprocess")).glob("*.pkl")
     entry.write_bytes(entry.read_bytes()[:100])
     again = run(script, env, str(runs))
     assert again.returncode == 0, again.stderr
@@ -334,6 +339,6 @@ def test_retries_fail_twice_then_succeed_with_the_checkpoint_there(
     assert done.returncode == 0, done.stderr
     assert "result 40" in done.stdout
     assert calls.read_text().splitlines() == ["4", "4", "4"]
-    progress = tmp_path / "store" / "checkpoints" / folder_name("flaky_task.py:flaky") / "progress.json"
+    progress = stored(tmp_path, "checkpoints", "flaky_task.py:flaky") / "progress.json"
     assert json.loads(progress.read_text()) == {"attempts": 3}
     assert "transient failure 1" in done.stderr and "transient failure 2" in done.stderr
