@@ -126,3 +126,39 @@ def test_a_successful_resume_mails_the_fix_as_a_patch(
     [attachment] = list(mail.iter_attachments())
     assert attachment.get_filename() == "podcode-job.py_train.patch"
     assert "+LR = 0.5" in attachment.get_content()
+
+
+def test_a_mail_server_that_never_answers_does_not_hold_the_resumed_task(
+    job: Job, tmp_path: Path
+) -> None:
+    """The fix's email goes on a thread of its own: the workflow goes on at once; at exit
+    the process waits a bounded time, then abandons the mail in one line, with no asyncio
+    "Task was destroyed" noise."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()  # accepts connections, never says a word
+    try:
+        job.write("job.py", f"""
+            from interactive import vscode
+
+            @vscode(ide="none", port=0, control_port=0, debug_port=0, owner="{OWNER}")
+            def train():
+                return 1 / 0
+
+            print("RESULT", train(), flush=True)
+            print("AFTER THE TASK", flush=True)
+            """)
+        url = f"smtp://127.0.0.1:{silent.getsockname()[1]}"
+        job.start(env={"PODCODE_SMTP_URL": url, "PODCODE_STORE": str(tmp_path / "s")})
+        job.wait_state("waiting")
+        job.write("job.py", (job.workspace / "job.py").read_text().replace("1 / 0", "2"))
+        assert job.api("POST", "/api/resume")[0] == 202
+        assert job.wait_exit(60) == 0, job.output()
+    finally:
+        silent.close()
+    out = job.output()
+    assert "RESULT 2" in out and "AFTER THE TASK" in out
+    assert out.index("AFTER THE TASK") < out.index("still being sent: it is abandoned")
+    assert "Task was destroyed" not in out

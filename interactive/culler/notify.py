@@ -10,15 +10,18 @@ the password) and sending returns False: it never raises to the caller.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import smtplib
 import socket
 import ssl
-from collections.abc import Awaitable, Callable
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
-from typing import Protocol
+from typing import Any, Protocol
 
 from interactive.base import threads
 from interactive.base.errors import SettingError
@@ -193,3 +196,43 @@ def _say(state: SessionState, text: str) -> None:
     if text not in _SAID:
         _SAID.add(text)
         logger.warning("%s", text)
+
+
+EXIT_WAIT_SECONDS = 10.0
+"""How long a process that is exiting waits for mail still being sent (then gives up)."""
+_pending: set[threading.Thread] = set()
+_pending_lock = threading.Lock()
+
+
+def send_in_background(
+    send: Callable[[Rendered], Coroutine[Any, Any, bool]], rendered: Rendered
+) -> threading.Thread:
+    """Send ``rendered`` on a thread of its own: the caller (a task that just succeeded)
+    goes on at once, however slow or unreachable the mail server. A process that exits
+    meanwhile waits at most :data:`EXIT_WAIT_SECONDS` for it, then gives up with one line."""
+
+    def deliver() -> None:
+        try:
+            asyncio.run(send(rendered))  # retries and logs by itself
+        except Exception:
+            logger.exception("the email %r was not sent", rendered.subject)
+        finally:
+            with _pending_lock:
+                _pending.discard(threading.current_thread())
+
+    thread = threads.start_thread(deliver, "mail")
+    with _pending_lock:
+        if not _pending:
+            atexit.register(_wait_for_mail)
+        _pending.add(thread)
+    return thread
+
+
+def _wait_for_mail(timeout: float = EXIT_WAIT_SECONDS) -> None:
+    with _pending_lock:
+        waiting = list(_pending)
+    deadline = time.monotonic() + timeout
+    for thread in waiting:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(thread.is_alive() for thread in waiting):
+        logger.warning("exiting while an email is still being sent: it is abandoned")

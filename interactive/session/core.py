@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 IDE_TIMEOUT_SECONDS = 60.0
 """How long the session waits for a code-server that is already installed to start."""
 IDE_INSTALLING = "the IDE (code-server) is being installed; it joins this session when ready"
-MAIL_TIMEOUT_SECONDS = 20.0
-"""How long a successful task waits for the "here is your fix" email before it returns."""
 
 
 def make_home(home: Path, inner: Path) -> None:
@@ -459,10 +457,11 @@ class Session:
             f"podcode edits {name} | git apply",
             flush=True,
         )
-        if self._notifier is not None and self._loop is not None:
+        if self._notifier is not None:
             self._mail_fix(url, self.snapshot)
 
     def _mail_fix(self, url: str, snapshot: Snapshot) -> None:
+        from interactive.culler.notify import send_in_background
         from interactive.kube.labels import describe_pod
         from interactive.storage.edits import git_prefix
         from vscode_config.mail import ResumedMail, render_resumed
@@ -475,11 +474,7 @@ class Session:
             patch=snapshot.diff(prefix=git_prefix(snapshot.root)).encode(),
             changed=snapshot.changed(),
         )
-        assert self._loop is not None
-        try:
-            self._loop.call(self._notifier.send(render_resumed(mail)), MAIL_TIMEOUT_SECONDS)
-        except Exception as exc:  # the task succeeded: a slow mail server must not hold it
-            log.warning("the email with the fix of %s was not sent: %r", self.task.name, exc)
+        send_in_background(self._notifier.send, render_resumed(mail))  # never holds the task
 
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""
