@@ -36,7 +36,9 @@ debug adapters included). Its value is the session's id when a session starts co
 _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD")
+_SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
+"""Never in the IDE's processes (terminals, extensions, tasks): code-server's own login,
+and the SMTP URL, which may hold a password (only the task's process sends mail)."""
 LOGIN_HINT = (
     'The password of this podcode session: "podcode attach" prints it, and it is the '
     '"password" field of the session\'s session.json under $PODCODE_HOME.'

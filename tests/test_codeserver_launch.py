@@ -348,3 +348,33 @@ async def test_restarts_that_fail_count_until_given_up(tmp_path: Path) -> None:
     finally:
         await server.stop()
     assert code_server_processes(server) == []
+
+
+@pytest.mark.codeserver
+async def test_no_ide_process_sees_the_smtp_password(
+    code_server_factory: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The task's process reads PODCODE_SMTP_URL; code-server, its extension host and the
+    terminals it starts never get it (and a password file is the way not to have it in any
+    environment at all)."""
+    monkeypatch.setenv("PODCODE_SMTP_URL", "smtp://mailer:hunter2-secret@127.0.0.1:25")
+    server = code_server_factory()
+    await server.start()
+    processes = await eventually(lambda: code_server_processes(server) or None)
+    for process in processes:
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        assert b"hunter2-secret" not in environ and b"PODCODE_SMTP_URL" not in environ
+
+
+def test_the_smtp_password_can_come_from_a_file(tmp_path: Path) -> None:
+    from interactive.base.errors import SettingError
+    from interactive.base.smtp import smtp_config
+
+    secret = tmp_path / "password"
+    secret.write_text("from-a-secret\n")
+    url = "smtp://mailer@mail.example.com:587?starttls=true"
+    config = smtp_config(url, {"PODCODE_SMTP_PASSWORD_FILE": str(secret)})
+    assert (config.username, config.password) == ("mailer", "from-a-secret")
+    assert smtp_config(url, {}).password is None
+    with pytest.raises(SettingError, match="cannot read it"):
+        smtp_config(url, {"PODCODE_SMTP_PASSWORD_FILE": str(tmp_path / "missing")})

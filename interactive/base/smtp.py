@@ -2,13 +2,15 @@
 
 ``smtp://user:pass@host:port``, ``smtps://...`` for TLS from the start,
 ``?starttls=true`` to upgrade a plain connection, ``?timeout=SECONDS`` per attempt.
-Shared by the mailer (pod) and ``podcode doctor``; the password never reaches a message.
+``PODCODE_SMTP_PASSWORD_FILE`` names a file (a mounted Kubernetes Secret) holding the
+password, so that it need not be in any environment. Shared by the mailer (pod) and
+``podcode doctor``; the password never reaches a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -98,3 +100,24 @@ def _options(query: str, bad: Callable[[str], SettingError]) -> dict[str, Any]:
                 "known: starttls=true|false, timeout=SECONDS"
             )
     return options
+
+
+PASSWORD_FILE_ENV = "PODCODE_SMTP_PASSWORD_FILE"  # noqa: S105 - a variable name
+MAX_PASSWORD_BYTES = 4096
+
+
+def smtp_config(url: str, environ: Mapping[str, str]) -> SmtpConfig:
+    """:func:`parse_smtp_url`, with the password from ``PODCODE_SMTP_PASSWORD_FILE`` when
+    that is set (it wins over one in the URL)."""
+    config = parse_smtp_url(url)
+    path = (environ.get(PASSWORD_FILE_ENV) or "").strip()
+    if not path:
+        return config
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_PASSWORD_BYTES + 1)
+    except OSError as exc:
+        raise SettingError("smtp_password_file", path, f"cannot read it ({exc.strerror})") from None
+    if len(raw) > MAX_PASSWORD_BYTES:
+        raise SettingError("smtp_password_file", path, "too large to be a password")
+    return replace(config, password=raw.decode("utf-8").rstrip("\r\n"))

@@ -134,11 +134,11 @@ def check_smtp(
         return Check("smtp", WARN, "PODCODE_SMTP_URL is not set: owners get no email before "
                      "cleanup", "set PODCODE_SMTP_URL=smtp://user:pass@host:587?starttls=true")
     try:
-        from interactive.base.smtp import parse_smtp_url
+        from interactive.base.smtp import smtp_config
 
-        smtp = parse_smtp_url(url)
+        smtp = smtp_config(url, environ)
     except SettingError as exc:
-        return Check("smtp", FAIL, str(exc), "fix PODCODE_SMTP_URL")
+        return Check("smtp", FAIL, str(exc), "fix PODCODE_SMTP_URL (or PODCODE_SMTP_PASSWORD_FILE)")
     try:
         said = _say_ehlo(smtp, timeout, context or ssl.create_default_context())
     except smtplib.SMTPAuthenticationError:

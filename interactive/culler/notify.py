@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from interactive.base import threads
 from interactive.base.errors import SettingError
-from interactive.base.smtp import SmtpConfig, parse_smtp_url
+from interactive.base.smtp import SmtpConfig, smtp_config
 from interactive.base.state import SessionState
 from interactive.base.types import Environ
 from vscode_config.mail import FinalMail, Rendered, WarningMail, render_final, render_warning
@@ -183,7 +183,7 @@ def build_notifier(
                     "Set it to smtp://user:pass@host:port (or smtps://...).")
         return None
     try:
-        config = parse_smtp_url(url)
+        config = smtp_config(url, environ)
     except SettingError as exc:
         _say(state, f"{exc}. No email will be sent.")
         return None
