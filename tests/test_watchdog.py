@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.waiting import wait_until
+
 from interactive.base.identity import SESSION_VARIABLE, process_started
 from interactive.session import watchdog
 from interactive.session.watchdog import Orders, Seen
@@ -108,6 +110,9 @@ TASK = textwrap.dedent("""
     subprocess.Popen([sys.executable, "-c", grandchild], env=env, start_new_session=True)
     dog = start_watchdog(paths, poll_seconds=0.2, grace_seconds=1.0)
     print(own_session_id(), dog.pid, flush=True)
+    if how == "guard":
+        import asyncio, threading
+        threading.Thread(target=asyncio.run, args=(dog.guard(0.1),), daemon=True).start()
     if how == "stop":
         sys.stdin.readline()
         dog.stop()
@@ -181,6 +186,32 @@ def test_sigkill_of_the_task_ends_its_whole_tree_and_clears_its_secrets(
         assert data["token"] is None and data["password"] is None
         assert data["state"] == "waiting" and isinstance(data["process_gone_at"], float)
     assert not (running.workspace / ".vscode" / "podcode-session.json").exists()
+
+
+def watchdogs_of(pid: int) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        line = proc.info["cmdline"] or []
+        if "interactive.session.watchdog" in line and str(pid) in line:
+            found.append(proc)
+    return found
+
+
+def test_a_killed_watchdog_is_replaced_and_the_next_one_still_cleans_up(
+    task: Callable[[str], Task],
+) -> None:
+    """Killed first, the watchdog would leave code-server orphaned when the task dies
+    next: the session starts another at once."""
+    running = task("guard")
+    assert len(running.wait_marked(2)) == 2
+    os.kill(running.dog, signal.SIGKILL)
+    wait_until(lambda: [p for p in watchdogs_of(running.proc.pid) if p.pid != running.dog],
+               "a new watchdog", timeout=30)
+    running.proc.send_signal(signal.SIGKILL)
+    running.proc.wait(10)
+    assert running.wait_marked(0) == []
+    wait_until(lambda: all(data["token"] is None for data in running.records()),
+               "the secrets cleared", timeout=30)
 
 
 def test_a_clean_close_stops_the_watchdog_and_ends_nothing(task: Callable[[str], Task]) -> None:

@@ -218,6 +218,8 @@ class Session:
             settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
         paths = record.record_paths(self.home, self.base_home)
         self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
+        if self._watchdog is not None:
+            self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
         from interactive.session.control import (
             ControlServer,  # aiohttp: imported while the IDE boots
         )

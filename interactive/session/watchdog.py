@@ -17,6 +17,7 @@ fires when the forking thread exits, not the process.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
@@ -24,6 +25,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +43,8 @@ POLL_SECONDS = 0.5
 PIDFD_POLL_SECONDS = 5.0
 """With a pidfd the kernel wakes the watchdog; the pid is still checked this often."""
 GRACE_SECONDS = 2.0
+GUARD_SECONDS = 2.0
+"""How often the session checks that its watchdog still runs."""
 STOP = b"stop"
 COMPANION_FILE = Path(".vscode") / "podcode-session.json"
 
@@ -244,19 +248,47 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # -- the session's side ---------------------------------------------------------------------
 class Watchdog:
-    """The session's handle on its watchdog process."""
+    """The session's handle on its watchdog process, which it keeps alive: a watchdog
+    killed first (by hand, by an OOM kill of the wrong process) is started again at once,
+    so that code-server is never left without one."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], control_fd: int) -> None:
+    def __init__(self, orders: Orders, proc: subprocess.Popen[bytes], control_fd: int) -> None:
+        self.orders = orders
         self.proc = proc
         self._control: int | None = control_fd
+        self._lock = threading.Lock()
+        """Held to replace the watchdog or to stop it: never both at once."""
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
+    async def guard(self, poll_seconds: float = GUARD_SECONDS) -> None:
+        """Until :meth:`stop`: start a new watchdog whenever the current one has died."""
+        while self._control is not None:
+            await asyncio.sleep(poll_seconds)
+            with self._lock:
+                if self._control is not None and self.proc.poll() is not None:
+                    log.warning("the session's watchdog (pid %d) ended (%s): starting another",
+                                self.proc.pid, self.proc.returncode)
+                    self._replace()
+
+    def _replace(self) -> None:
+        try:
+            proc, control = _spawn(self.orders)
+        except OSError as exc:
+            log.warning("no new watchdog (%s): if this process is killed, its IDE's "
+                        "processes are left running", exc)
+            return
+        old, self._control = self._control, control
+        if old is not None:
+            os.close(old)
+        self.proc = proc
+
     def stop(self, timeout: float = 5.0) -> None:
         """The session closes cleanly: the watchdog leaves without ending anything."""
-        control, self._control = self._control, None
+        with self._lock:
+            control, self._control = self._control, None
         if control is not None:
             with contextlib.suppress(OSError):
                 os.write(control, STOP)
@@ -266,6 +298,26 @@ class Watchdog:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _spawn(orders: Orders) -> tuple[subprocess.Popen[bytes], int]:
+    """A watchdog process for ``orders`` and the write end of its stop pipe."""
+    read_fd, write_fd = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k != SESSION_VARIABLE}
+    package_root = Path(__file__).resolve().parents[2]
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "interactive.session.watchdog", *arguments(orders, read_fd)],
+            cwd=package_root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            pass_fds=(read_fd,), start_new_session=True,
+        )
+    except OSError:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
+    log.debug("watchdog %d watches process %d", proc.pid, orders.pid)
+    return proc, write_fd
 
 
 def start_watchdog(
@@ -283,24 +335,13 @@ def start_watchdog(
         me["pid"], me["started"], marker or (SESSION_VARIABLE, own_session_id()),
         tuple(records), poll_seconds, grace_seconds,
     )
-    read_fd, write_fd = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k != SESSION_VARIABLE}
-    package_root = Path(__file__).resolve().parents[2]
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "interactive.session.watchdog", *arguments(orders, read_fd)],
-            cwd=package_root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            pass_fds=(read_fd,), start_new_session=True,
-        )
+        proc, control = _spawn(orders)
     except OSError as exc:
-        os.close(write_fd)
         log.warning("no watchdog for this session (%s): if this process is killed, its "
                     "IDE's processes are left running", exc)
         return None
-    finally:
-        os.close(read_fd)
-    log.debug("watchdog %d watches process %d", proc.pid, orders.pid)
-    return Watchdog(proc, write_fd)
+    return Watchdog(orders, proc, control)
 
 
 if __name__ == "__main__":
