@@ -389,8 +389,10 @@ class CodeServer:
         members = tree_members(self._proc.pid, self._proc.pid, self.marker)
         return sorted(proc.pid for proc in members)
 
-    async def supervise(self) -> None:
+    async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:
         """Wait on code-server; restart it (at most ``max_restarts`` times) when it exits.
+        ``changed`` hears ``"restarting"`` when it exits and ``"up"`` once it serves again
+        (its :attr:`url` may be new).
 
         Runs until cancelled or until :meth:`stop`; raises :class:`CodeServerStartError`
         once the restarts are used up.
@@ -402,9 +404,11 @@ class CodeServer:
             self.ready = False
             if self._stopping:
                 return
+            changed("restarting")
             await self._terminate()  # the launcher's children outlive it
             if not await self._restart(f"exited with {code}"):
                 return
+            changed("up")
 
     async def _restart(self, why: str) -> bool:
         """Start again after ``why``; False when stopped meanwhile. Raises once the

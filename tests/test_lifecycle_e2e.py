@@ -141,3 +141,38 @@ def _run_both(home: Path, first: Job, second: Job) -> None:
     assert Path(a["inputs"]).exists()  # kept: that session was aborted
     assert not Path(b["inputs"]).exists()  # removed: that task is done
     assert not Path(b["inputs"]).parents[1].exists()
+
+
+@pytest.mark.codeserver
+@pytest.mark.slow
+def test_code_server_killed_is_seen_and_restarted_with_its_url_in_the_record(
+    job: Job, code_server_binary: Path
+) -> None:
+    job.write("job.py", JOB.format(options="port=0, control_port=0, debug_port=0",
+                                   values=[4, 5, 6]))
+    job.start(env={"PODCODE_CODE_SERVER_PATH": str(code_server_binary)})
+    record = job.wait_state("waiting", timeout=120)
+    assert job.api("GET", "/api/status")[1]["ide"] == "up"
+    first = record["code_server_url"]
+    session = session_id(record["pid"], record["started"])
+    launcher = min(wait_until(lambda: marked_processes(session), "code-server"),
+                   key=lambda p: p.create_time())
+    launcher.kill()  # code-server crashes
+    wait_until(lambda: job.api("GET", "/api/status")[1]["ide"] == "restarting"
+               or (job.session() or {}).get("code_server_url") != first, "the crash seen", 30)
+
+    def serving_again() -> str | None:
+        url = (job.session() or {}).get("code_server_url")
+        if job.api("GET", "/api/status")[1]["ide"] != "up" or not url:
+            return None
+        try:
+            urllib.request.urlopen(f"{url}healthz", timeout=2)  # noqa: S310
+        except OSError:
+            return None
+        return str(url)
+
+    assert wait_until(serving_again, "code-server serving again", 90)
+    code, out, _ = cli(job.home, "status")
+    assert code == Exit.OK and "IDE:      up" in out
+    job.api("POST", "/api/abort")
+    job.wait_exit()

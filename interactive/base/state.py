@@ -34,6 +34,9 @@ class SessionState:
     """No warning before this time (``POST /api/keepalive``)."""
     gpu_utilization: float | None = None
     """Last NVML reading in percent, None without a GPU."""
+    ide: str | None = None
+    """code-server: ``up``, ``restarting`` (it exited), ``down`` (it could not be started
+    again); None without one."""
     max_idle_seconds: float | None = None
     grace_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
@@ -101,6 +104,7 @@ class SessionState:
                 "reap_at": self.reap_at,
                 "owner": self.owner,
                 "gpu_utilization": self.gpu_utilization,
+                "ide": self.ide,
                 "cleanup_at": self._cleanup_at(),
                 "max_idle_seconds": self.max_idle_seconds,
                 "grace_seconds": self.grace_seconds,

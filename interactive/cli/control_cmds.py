@@ -26,6 +26,7 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("Cleanup", _cleanup(reap_at, cleanup_at, now)),
         ("Owner", str(status.get("owner") or "-")),
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
+        ("IDE", str(status.get("ide") or "none")),
     ]
     pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]

@@ -39,7 +39,7 @@ from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
-from interactive.session.ide import Ide, start_ide
+from interactive.session.ide import Ide, keep_serving, start_ide
 from interactive.session.publish import Publisher
 from interactive.session.watchdog import Watchdog, start_watchdog
 from interactive.storage.workspace import Snapshot
@@ -320,11 +320,13 @@ class Session:
         if ide is None:
             return
         self.ide = ide
-        self.endpoints.code_server_url = ide.url
-        if self.state.state in RESUMABLE:
-            self._record()  # the IDE joined a session that was already waiting
-        await ide.supervise()
+        self._ide_moved(ide.url)
+        await keep_serving(ide, self.state, self._ide_moved)
 
+    def _ide_moved(self, url: str | None) -> None:
+        self.endpoints.code_server_url = url
+        if self.state.state in RESUMABLE:
+            self._record()  # the IDE joined a waiting session, restarted or stopped
     def _say_where_edits_go(self) -> None:
         """Say once, when the session opens, if a fix would not outlive the pod."""
         from interactive.storage.store import local_root, store_url

@@ -10,6 +10,7 @@ from typing import Protocol
 
 from interactive.base.identity import own_session_id
 from interactive.base.settings import EditorSettings
+from interactive.base.state import SessionState
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ PORT_ATTEMPTS = 3
 class Ide(Protocol):
     url: str
 
-    async def supervise(self) -> None: ...
+    async def supervise(self, changed: Callable[[str], object] = ...) -> None: ...
 
     async def stop(self) -> None: ...
 
@@ -102,3 +103,27 @@ async def start_ide(
         return server
     finally:
         launching()
+
+
+async def keep_serving(ide: Ide, state: SessionState, moved: Callable[[str | None], None]) -> None:
+    """Supervise the IDE for the session: its ``ide`` status says ``up``, ``restarting`` or
+    ``down``; ``moved`` hears its URL after a restart (None once it is down for good), so
+    that the record never keeps a dead address."""
+
+    def changed(status: str) -> None:
+        state.set(ide=status)
+        if status == "up":
+            log.warning("code-server serves again at %s", ide.url)
+            moved(ide.url)
+
+    state.set(ide="up")
+    try:
+        await ide.supervise(changed)
+    except Exception as exc:  # restarts used up: the debugger and the API still serve
+        state.set(ide="down")
+        message = (f"code-server stopped and could not be started again ({exc}); the "
+                   "debugger and podcode resume still work (podcode debug attaches a desktop "
+                   "VS Code)")
+        log.error("%s", message)
+        state.note(message)
+        moved(None)
