@@ -138,3 +138,77 @@ def test_the_walkthrough_creates_the_secrets_the_job_uses() -> None:
     assert f"create secret generic {smtp['name']} \\\n  --from-literal={smtp['key']}=" in text
     for source in main["envFrom"]:
         assert f"create secret generic {source['secretRef']['name']}" in text
+
+
+# -- Pod Security Standards, "restricted" profile ---------------------------------------
+# The published rules (kubernetes.io, "Pod Security Standards"), baseline and restricted,
+# for the fields a pod template can set; checked here so the pages cannot drift.
+
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                      "persistentVolumeClaim", "projected", "secret"}
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What keeps ``pod`` (a PodSpec) from being admitted under "restricted"."""
+    found: list[str] = []
+    pod_context = pod.get("securityContext") or {}
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(field):
+            found.append(f"{field} is set")
+    for volume in pod.get("volumes") or []:
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']} is of type {sorted(kinds)}")
+    pod_seccomp = (pod_context.get("seccompProfile") or {}).get("type")
+    containers = [*(pod.get("initContainers") or []), *pod["containers"]]
+    for container in containers:
+        name, context = container["name"], container.get("securityContext") or {}
+        if context.get("privileged"):
+            found.append(f"{name}: privileged")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation is not false")
+        non_root = context.get("runAsNonRoot", pod_context.get("runAsNonRoot"))
+        if non_root is not True:
+            found.append(f"{name}: runAsNonRoot is not true")
+        if context.get("runAsUser", pod_context.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser is 0")
+        seccomp = (context.get("seccompProfile") or {}).get("type", pod_seccomp)
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile is {seccomp!r}, not RuntimeDefault")
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in (capabilities.get("drop") or []):
+            found.append(f"{name}: capabilities do not drop ALL")
+        if set(capabilities.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities add {capabilities['add']}")
+        if any(port.get("hostPort") for port in container.get("ports") or []):
+            found.append(f"{name}: a hostPort")
+    return found
+
+
+PODS = [pytest.param(m, id=_doc_id(m, doc)) for doc in (DOC, DEPLOY) for m in manifests(doc)
+        if m["kind"] in ("Job", "Pod")]
+
+
+@pytest.mark.parametrize("manifest", PODS)
+def test_every_pod_is_admitted_under_pod_security_restricted(manifest: dict[str, Any]) -> None:
+    spec = manifest["spec"] if manifest["kind"] == "Pod" else manifest["spec"]["template"]["spec"]
+    assert restricted_violations(spec) == []
+
+
+def test_the_restricted_check_can_fail() -> None:
+    spec = {"containers": [{"name": "c"}], "volumes": [{"name": "h", "hostPath": {"path": "/"}}]}
+    found = restricted_violations(spec)
+    assert "volume h is of type ['hostPath']" in found
+    assert {"c: allowPrivilegeEscalation is not false", "c: runAsNonRoot is not true",
+            "c: capabilities do not drop ALL"} <= set(found)
+
+
+def test_home_is_writable_on_a_read_only_root() -> None:
+    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    main = _container(pod, "main")
+    mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    home = re.search(r"\bHOME=(\S+)", DEPLOY.read_text(encoding="utf-8").replace("PODCODE_HOME", ""))
+    assert home, "the image sets no HOME"
+    mount = next(m for m in mounts if home.group(1) == m or home.group(1).startswith(m + "/"))
+    assert "emptyDir" in volumes[mounts[mount]]
