@@ -208,7 +208,8 @@ def test_home_is_writable_on_a_read_only_root() -> None:
     main = _container(pod, "main")
     mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    home = re.search(r"\bHOME=(\S+)", DEPLOY.read_text(encoding="utf-8").replace("PODCODE_HOME", ""))
+    page = DEPLOY.read_text(encoding="utf-8").replace("PODCODE_HOME", "")
+    home = re.search(r"\bHOME=(\S+)", page)
     assert home, "the image sets no HOME"
     mount = next(m for m in mounts if home.group(1) == m or home.group(1).startswith(m + "/"))
     assert "emptyDir" in volumes[mounts[mount]]

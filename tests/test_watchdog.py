@@ -15,12 +15,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.waiting import wait_until
-
 from interactive.base.identity import SESSION_VARIABLE, process_started
 from interactive.session import watchdog
 from interactive.session.watchdog import Orders, Seen
 from tests.processes import marked_processes
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
