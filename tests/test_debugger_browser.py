@@ -196,3 +196,41 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
     left = [pid for pid in tree[1:] if psutil.pid_exists(pid)
             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert left == [], f"processes left after the session: {left}"
+
+
+async def _stopped_in_the_failed_frame(page: Any) -> None:
+    """F5 (the post-mortem configuration) shows the failed frame and its locals."""
+    await page.keyboard.press("F5")
+    await page.locator(".debug-call-stack .monaco-list-row", has_text="middle").wait_for()
+    await page.locator(".debug-variables .monaco-list-row",
+                       has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
+
+
+@pytest.mark.slow
+async def test_a_second_window_takes_over_the_post_mortem_and_the_first_can_again(
+    job: Job, code_server_binary: Path, tmp_path: Path
+) -> None:
+    """A window left open with the debugger stopped holds debugpy's connection; a second
+    window (or a reload) must still land in the frame, and so must the first after it."""
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
+                             timeout_ms=120_000) as first:
+        try:
+            await _login(first, record)
+            await _stopped_in_the_failed_frame(first)
+            second = await first.context.new_page()
+            await second.goto(record["code_server_url"])  # logged in: the same browser
+            await second.locator(".statusbar-item", has_text="podcode: waiting").wait_for(
+                timeout=240_000)
+            await _stopped_in_the_failed_frame(second)
+            await first.bring_to_front()
+            await first.locator(".debug-call-stack .monaco-list-row",
+                                has_text="middle").wait_for(state="detached")
+            await _stopped_in_the_failed_frame(first)
+        except BaseException:
+            await first.screenshot(path=str(ARTIFACTS / "reattach-failure.png"))
+            raise
+    job.api("POST", "/api/abort")
+    job.wait_exit()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from tests.dap import DapClient
 from tests.session_fixture import Job
 
@@ -171,3 +173,30 @@ def test_no_code_server_keeps_the_session_without_ide(job: Job, tmp_path) -> Non
     assert any("no IDE for this session" in note and str(missing) in note for note in notes)
     assert job.api("POST", "/api/abort")[0] == 202
     assert job.wait_exit() == 1
+
+
+@pytest.mark.slow
+def test_the_newest_client_takes_over_the_post_mortem(job: Job) -> None:
+    """A window left open holds debugpy's connection: a second window (a reload, desktop
+    VS Code) still stops in the failed frame; the first is told its session ended; and the
+    first can come back the same way."""
+    record = start(job)
+    host, port = record["debug"]["host"], record["debug"]["port"]
+    first = DapClient(host, port)
+    second = again = None
+    try:
+        first.attach_and_stop()
+        second = DapClient(host, port)
+        stopped = second.attach_and_stop()  # the first never disconnected
+        frames, local = second.frame_locals(stopped["threadId"])
+        assert frames[0]["name"] == "middle" and local["total"] == "12"
+        first.event("terminated")
+        again = DapClient(host, port)
+        stopped = again.attach_and_stop()
+        assert again.frame_locals(stopped["threadId"])[1]["total"] == "12"
+        second.event("terminated")  # type: ignore[union-attr]
+    finally:
+        for client in (first, second, again):
+            if client is not None:
+                client.close()
+    assert job.api("GET", "/api/status")[1]["state"] == "waiting"

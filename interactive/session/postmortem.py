@@ -38,6 +38,8 @@ _listening: tuple[str, int] | None = None
 _listen_lock = threading.Lock()
 _new_client = threading.Event()
 """Set whenever a client starts a debug session (its DAP ``initialize``)."""
+_presenters: set[threading.Thread] = set()
+"""The threads presenting an exception (one per waiting session of this process)."""
 
 
 def _watch_clients() -> None:
@@ -59,6 +61,11 @@ def _watch_clients() -> None:
     def on_initialize() -> None:
         _new_client.set()
         original()
+        # The newest client takes over: a presenter still stopped for an earlier one (a
+        # window left open, a reload, desktop VS Code after the browser) goes round again
+        # and stops in the failed frame for this one.
+        for thread in list(_presenters):
+            _release(thread)
 
     debugger.on_initialize = on_initialize
 
@@ -162,6 +169,7 @@ class PostMortem:
                 self._serve, name, service=False, exact_name=True,
                 attributes={"pydev_do_not_trace": True, _MAIN_THREAD: True},
             )
+            _presenters.add(self._thread)
         else:
             self._thread.name = name
             _release(self._thread)  # out of the old exception, if a client still sits in it
@@ -171,6 +179,7 @@ class PostMortem:
             return  # never presented: debugpy may not even listen
         self._stop.set()
         self._excinfo = None
+        _presenters.discard(self._thread)
         import debugpy
 
         cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
