@@ -179,3 +179,48 @@ def test_a_distributed_task_gets_an_attach_per_rank_and_a_compound(tmp_path: Pat
         user["compounds"][0],
         {"name": "podcode: attach all ranks of fit", "configurations": [c["name"] for c in attach]},
     ]
+
+
+USERS_LAUNCH = """{
+    // my own configurations: keep this comment
+    "version": "0.2.0",
+    "configurations": [
+        {"name": "mine", "type": "debugpy", "request": "launch", "program": "x.py"},
+    ]
+}
+"""
+
+
+def test_the_users_launch_json_comes_back_as_it_was(tmp_path: Path) -> None:
+    from interactive.session.vscode_files import restore_workspace
+
+    folder = tmp_path / ".vscode"
+    folder.mkdir()
+    (folder / "launch.json").write_text(USERS_LAUNCH)
+    launch = write(tmp_path, tmp_path / "home")
+    assert {"mine"} < {c["name"] for c in launch["configurations"]}  # merged meanwhile
+    assert (folder / "podcode" / "originals" / "launch.json").read_text() == USERS_LAUNCH
+    write(tmp_path, tmp_path / "home")  # the session opens again (a resume that failed)
+    restore_workspace(tmp_path)
+    assert (folder / "launch.json").read_text() == USERS_LAUNCH  # comments and all
+    assert sorted(p.name for p in folder.iterdir()) == ["launch.json"]
+
+
+def test_a_workspace_without_vscode_is_left_without_it(tmp_path: Path) -> None:
+    from interactive.session.vscode_files import restore_workspace
+
+    write(tmp_path, tmp_path / "home")
+    restore_workspace(tmp_path)
+    assert not (tmp_path / ".vscode").exists()
+
+
+def test_a_file_edited_during_the_session_is_kept(tmp_path: Path) -> None:
+    from interactive.session.vscode_files import restore_workspace
+
+    write(tmp_path, tmp_path / "home")
+    settings = tmp_path / ".vscode" / "settings.json"
+    settings.write_text('{"editor.fontSize": 18}\n')  # the engineer's own change
+    restore_workspace(tmp_path)
+    assert settings.read_text() == '{"editor.fontSize": 18}\n'
+    assert not (tmp_path / ".vscode" / "launch.json").exists()
+    assert not (tmp_path / ".vscode" / "podcode-session.json").exists()

@@ -560,8 +560,8 @@ class Session:
         if publisher is not None:
             steps.append(("the pod's label and the session record",
                           lambda: publisher.finish(self._end_record())))
-        remove_token = vscode_files.remove_session_file
-        steps.append(("the companion's token file", lambda: remove_token(self.config_root)))
+        restore = vscode_files.restore_workspace  # the token file, and .vscode as it was
+        steps.append(("the .vscode files", lambda: restore(self.config_root)))
         if final_state == Phase.DONE:  # kept after a failure, an abort, a cleanup, for debugging
             folder = record.session_dir(self.home)  # the record and the captured inputs
             steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))

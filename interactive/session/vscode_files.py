@@ -1,18 +1,28 @@
-"""Write the debug configurations into the workspace's ``.vscode`` folder."""
+"""Write the debug configurations into the workspace's ``.vscode`` folder, and leave it as
+the user had it when the session ends.
+
+Every file podcode writes there is tracked in ``.vscode/podcode/written.json``: one it
+created is removed at the end, one it merged into (``launch.json``, ``settings.json``,
+``.gitignore``) is first copied to ``.vscode/podcode/originals/`` (comments and all) and
+put back at the end. A file the user edited during the session is left as it is.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
+import json
 import logging
 import os
+import shutil
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from interactive.base.files import parse_jsonc, write_json
+from interactive.base.files import parse_jsonc, strip_jsonc, write_json
 from interactive.base.names import folder_name
 from interactive.base.types import TaskRef
 from vscode_config import vscode
@@ -20,6 +30,8 @@ from vscode_config import vscode
 log = logging.getLogger(__name__)
 
 SESSION_FILE = "podcode-session.json"
+WRITTEN = Path("podcode") / "written.json"
+ORIGINALS = Path("podcode") / "originals"
 HIDDEN_ROOT = Path(__file__).resolve().parents[1]
 """podcode's runtime (the decorator and the session around the task): the debugger leaves
 its frames out of the call stack, so that the task's own frames stand out."""
@@ -138,13 +150,67 @@ def _write(
         hidden_roots=[str(HIDDEN_ROOT)],
     )
     launch = folder / "launch.json"
-    write_json(launch, vscode.merge_launch(_read_json(launch), ours))
-    settings = folder / "settings.json"
+    _tracked(folder, "launch.json",
+             lambda path: write_json(path, vscode.merge_launch(_read_json(path), ours)))
     ours_settings = vscode.workspace_settings(python=sys.executable)
-    write_json(settings, vscode.merge_settings(_read_json(settings), ours_settings))
+    _tracked(folder, "settings.json", lambda path: write_json(
+        path, vscode.merge_settings(_read_json(path), ours_settings)))
     write_json(folder / SESSION_FILE, {**control, "task": task.name}, mode=0o600)
-    _ignore_ours(folder / ".gitignore")
+    _tracked(folder, ".gitignore", _ignore_ours)
     return launch
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _written(folder: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads((folder / WRITTEN).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tracked(folder: Path, name: str, write: Callable[[Path], None]) -> None:
+    """``write(folder / name)``, the user's version of the file kept (once) to be put back
+    at the end, and what podcode wrote remembered (to tell whether the user edits it)."""
+    path, written = folder / name, _written(folder)
+    if name not in written:
+        existed = path.exists()
+        if existed:
+            original = folder / ORIGINALS / name
+            original.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, original)
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if name.endswith(".json") and strip_jsonc(text) != text:
+                log.info("%s has comments, which the merged file cannot keep: your file is "
+                         "put back when the session ends (a copy is in %s)", path, original)
+        written[name] = {"existed": existed}
+    write(path)
+    written[name]["sha256"] = _digest(path)
+    write_json(folder / WRITTEN, written, mode=0o600)
+
+
+def restore_workspace(workspace: Path) -> None:
+    """The session ended: ``.vscode`` as the user had it (see the module's docstring)."""
+    folder = workspace / ".vscode"
+    (folder / SESSION_FILE).unlink(missing_ok=True)  # the companion's token: useless now
+    for name, entry in _written(folder).items():
+        path = folder / name
+        if not path.exists():
+            continue
+        if _digest(path) != entry.get("sha256"):
+            log.info("%s was edited during the session: kept as it is", path)
+            continue
+        original = folder / ORIGINALS / name
+        if entry.get("existed") and original.exists():
+            os.replace(original, path)
+        elif not entry.get("existed"):
+            path.unlink()
+    shutil.rmtree(folder / "podcode", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when nothing of the user's is left in it
 
 
 def _ignore_ours(ignore: Path) -> None:
@@ -158,8 +224,3 @@ def _ignore_ours(ignore: Path) -> None:
     ignore.write_text(text, encoding="utf-8")
 
 
-def remove_session_file(workspace: Path) -> None:
-    """The companion's token is useless once the session ends: remove it."""
-    path = workspace / ".vscode" / SESSION_FILE
-    if path.exists():
-        path.unlink()
