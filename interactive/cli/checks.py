@@ -84,8 +84,9 @@ def check_code_server(environ: Environ) -> Check:
     except Exception as exc:  # a bad PODCODE_CODE_SERVER_* setting: say which
         return Check("code-server", FAIL, str(exc), "fix the PODCODE_CODE_SERVER_* setting")
     if found is None:
-        return Check("code-server", WARN, "not installed: a session installs it on first use "
-                     "(or uses ide=none)", "run `podcode install` now, or put it on PATH")
+        return Check("code-server", WARN, "not installed: a session that opens tries to install "
+                     "it (which needs the network: where there is none, the session opens "
+                     "without the IDE)", "run `podcode install` now, or put it on PATH")
     version = version_of(found, environ)
     if version is None:
         return Check("code-server", FAIL, f"{found} does not run (`--version` failed)",
@@ -94,16 +95,20 @@ def check_code_server(environ: Environ) -> Check:
 
 
 def check_node(environ: Environ) -> Check:
+    """What installing code-server from the npm registry will use: npm is required; a
+    Node older than the one code-server needs is fine, since the installer brings its own
+    (the ``node-linux-*`` npm package), as the code-server check's advice assumes."""
+    npm = shutil.which("npm", path=environ.get("PATH"))
     node = shutil.which("node", path=environ.get("PATH"))
-    if node is None:
-        return Check("node", WARN, "no node on PATH: only needed to install code-server from "
-                     "the npm registry", f"install Node {NODE_MAJOR} if you install that way")
+    if npm is None or node is None:
+        return Check("node", WARN, "no node and npm on PATH: code-server can be installed "
+                     "from a release tarball only", "podcode install --method tarball "
+                     "(or install Node and npm)")
     version = _version_of([node, "--version"]) or "unknown"
     match = re.match(r"v(\d+)", version)
     if match and int(match.group(1)) < NODE_MAJOR:
-        return Check("node", WARN, f"{node} is {version}; code-server from the npm registry "
-                     f"needs Node {NODE_MAJOR}", "use a release tarball (podcode install "
-                     f"--method tarball) or put Node {NODE_MAJOR} first on PATH")
+        return Check("node", OK, f"{node} ({version}): installing code-server from the npm "
+                     f"registry brings its own Node {NODE_MAJOR}")
     return Check("node", OK, f"{node} ({version})")
 
 
