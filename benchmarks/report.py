@@ -36,6 +36,17 @@ ABOUT: dict[str, tuple[str, str]] = {
         "capture of a state_dict-like dict of PyTorch CPU tensors (float32, bfloat16, a tied "
         "weight, a view), 512 MiB; higher is better",
         "`torch.save` + `torch.load` (defaults) of the same dict"),
+    "capture_at_call_overhead_ratio_1kib": (
+        "the snapshot of a task's arguments taken at each call (`snapshot_inputs=\"call\"`): "
+        "a 1 KiB list of ints, pickled in band",
+        "`pickle.dumps` of the same argument"),
+    "capture_at_call_overhead_ratio_1mib": (
+        "the snapshot at each call of a 1 MiB NumPy array (its buffer copied out of band)",
+        "`pickle.dumps` of the same argument"),
+    "capture_at_call_overhead_ratio_100mib": (
+        "the snapshot at each call of a 100 MiB NumPy array: over `max_snapshot_bytes` (64 MiB), "
+        "so only fingerprinted (BLAKE3)",
+        "`pickle.dumps` of the same argument"),
     "resume_latency_s": (
         "`POST /api/resume` to the task running again with an edit patched in",
         "none: an absolute goal"),

@@ -96,3 +96,23 @@ def test_the_walkthroughs_podcode_commands_parse() -> None:
             assert rest == [], command
         verbs.add(args.verb)
     assert {"list", "attach", "resume", "edits", "install", "doctor"} <= verbs
+
+
+def test_timings_are_quoted_from_one_place() -> None:
+    """Measured times live in docs/performance.md (written from benchmarks/results.json);
+    other pages name the figure instead of copying a number that drifts."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    docs = root / "docs"
+    figures = "".join(p.read_text(encoding="utf-8") for p in (root / "benchmarks").glob("*.py"))
+    quoted = re.compile(r"\b\d+\.\d+ ?(?:s|ms|us|µs)\b.{0,40}\bmedian"
+                        r"|\bmedian\b.{0,40}\b\d+\.\d+ ?s\b")
+    for page in sorted(docs.glob("*.md")):
+        if page.name == "performance.md":
+            continue
+        text = page.read_text(encoding="utf-8")
+        assert not quoted.search(text), f"{page.name} quotes a timing: {quoted.search(text)}"
+        for name in re.findall(r"`([a-z0-9_]+_(?:s|ratio|per_call|per_min|mib))`", text):
+            named = f'"{name}' in figures or f"``{name}``" in figures
+            assert named or name.endswith(("_seconds", "_bytes")), f"{page.name}: {name}"
