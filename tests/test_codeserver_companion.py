@@ -244,3 +244,18 @@ def test_the_status_shows_that_the_session_ended() -> None:
     assert running == "$(sync~spin) podcode: running · the session ends when the task succeeds"
     assert "cleanup" not in resuming and "if it fails, the session opens again" in resuming
     assert delays[0] == delays[1] < delays[2] == delays[3]
+
+
+def test_a_closed_control_api_means_the_session_ended_not_unreachable() -> None:
+    """After a successful resume the session closes its API: however the connection
+    fails (refused, or reset mid-request), the status bar says it ended."""
+    script = """
+    const s = require(lib + '/status.js');
+    const err = (code) => Object.assign(new Error('x'), {code});
+    console.log(JSON.stringify([
+      s.sessionGone(err('ECONNREFUSED')), s.sessionGone(err('ECONNRESET')),
+      s.sessionGone({cause: {code: 'ECONNRESET'}}), s.sessionGone(err('ETIMEDOUT')),
+      s.sessionGone(err('ENOTFOUND')),
+    ]));
+    """
+    assert node(script) == [True, True, True, False, False]

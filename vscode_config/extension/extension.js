@@ -9,7 +9,7 @@ const client = require('./lib/client');
 const { registerDebugger } = require('./debugger');
 const { isPersonRequest } = require('./lib/activity');
 const { findSession } = require('./lib/session');
-const { ENDED_TEXT, pollDelay, statusText, statusTooltip } = require('./lib/status');
+const { ENDED_TEXT, pollDelay, sessionGone, statusText, statusTooltip } = require('./lib/status');
 const { Throttle } = require('./lib/throttle');
 
 const ACTIVITY_INTERVAL_MS = 5000;
@@ -86,7 +86,7 @@ async function refresh() {
       ? new vscode.ThemeColor('statusBarItem.warningBackground')
       : undefined;
   } catch (err) {
-    if (answered && err.code === 'ECONNREFUSED') {
+    if (answered && sessionGone(err)) {
       showEnded();
       return;
     }

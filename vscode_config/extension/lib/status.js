@@ -23,6 +23,13 @@ function pollDelay(state) {
   return BUSY_STATES.includes(state) ? FAST_POLL_MS : POLL_MS;
 }
 
+// The control API closed (the session ended: its task succeeded, or it was aborted or
+// cleaned up), as opposed to a network hiccup: the status bar then says the session ended.
+function sessionGone(err) {
+  const code = err && (err.code || (err.cause && err.cause.code));
+  return ['ECONNREFUSED', 'ECONNRESET', 'EPIPE'].includes(code);
+}
+
 function isNumber(value) {
   return typeof value === 'number' && Number.isFinite(value);
 }
@@ -91,5 +98,6 @@ function statusTooltip(status, nowSeconds) {
 }
 
 module.exports = {
-  ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, statusText, statusTooltip,
+  ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, sessionGone, statusText,
+  statusTooltip,
 };
