@@ -71,9 +71,11 @@ def capture_at_call_overhead_ratio(label: str, size: int) -> dict[str, Any]:
         lambda: each(lambda: snapshot.take((value,), {}, budget)),
         lambda: each(lambda: pickle.dumps(value, protocol=5)),
     )
+    # A small argument pays a fixed few microseconds (within overhead_us_per_call's budget)
+    # over its 1 us pickle; a large one must cost no more than pickling it.
     return ratio(
         f"capture_at_call_overhead_ratio_{label}", ours, base, speedup=False, unit="x",
-        goal="<= 2", baseline_unit="s",
+        goal="<= 5" if size <= 1 << 10 else "<= 1.5", baseline_unit="s",
     )
 
 
