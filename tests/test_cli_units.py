@@ -30,8 +30,10 @@ def test_a_session_record_needs_url_and_token() -> None:
     with pytest.raises(SessionFileError, match="not a JSON object"):
         parse_session([], "x")
     record = parse_session({"control_url": "http://127.0.0.1:1", "token": "t", "state": "done",
-                            "debug": {"host": "127.0.0.1", "port": 5678}, "pid": True}, "x")
+                            "debug": {"host": "127.0.0.1", "port": 5678}}, "x")
     assert record.ended and record.debug_port == 5678 and record.pid is None
+    with pytest.raises(SessionFileError, match="^record x is damaged: pid True"):
+        parse_session({"control_url": "http://127.0.0.1:1", "token": "t", "pid": True}, "x")
 
 
 def test_secrets_stay_out_of_repr() -> None:

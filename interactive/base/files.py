@@ -143,7 +143,7 @@ def write_json(path: Path, data: Any, mode: int = 0o644, *, durable: bool = True
 
 def name_the_path(exc: BaseException, path: Path) -> None:
     """Make an OSError that names no file (a full disk on ``write``) name ``path``."""
-    if isinstance(exc, OSError) and exc.filename is None:
+    if isinstance(exc, OSError) and exc.errno is not None and exc.filename is None:
         exc.filename = str(path)
 
 
