@@ -57,14 +57,19 @@ def cli(home: Path, *argv: str) -> tuple[int, str, str]:
     return code, console.out.getvalue(), console.err.getvalue()  # type: ignore[attr-defined]
 
 
+def waiting_with_code_server(job: Job, code_server_binary: Path) -> dict[str, Any]:
+    """The job's task failed; its session waits with a real code-server: the record."""
+    job.write("job.py", JOB.format(options="port=0, control_port=0, debug_port=0",
+                                   values=[4, 5, 6]))
+    job.start(env={"PODCODE_CODE_SERVER_PATH": str(code_server_binary)})
+    return job.wait_state("waiting", timeout=120)
+
+
 @pytest.mark.codeserver
 def test_sigkill_of_the_task_leaves_no_process_and_no_secret(
     job: Job, code_server_binary: Path
 ) -> None:
-    job.write("job.py", JOB.format(options="port=0, control_port=0, debug_port=0",
-                                   values=[4, 5, 6]))
-    job.start(env={"PODCODE_CODE_SERVER_PATH": str(code_server_binary)})
-    record = job.wait_state("waiting", timeout=120)
+    record = waiting_with_code_server(job, code_server_binary)
     assert record["code_server_url"] and record["password"]
     assert job.proc is not None
     session = session_id(record["pid"], record["started"])
@@ -148,10 +153,7 @@ def _run_both(home: Path, first: Job, second: Job) -> None:
 def test_code_server_killed_is_seen_and_restarted_with_its_url_in_the_record(
     job: Job, code_server_binary: Path
 ) -> None:
-    job.write("job.py", JOB.format(options="port=0, control_port=0, debug_port=0",
-                                   values=[4, 5, 6]))
-    job.start(env={"PODCODE_CODE_SERVER_PATH": str(code_server_binary)})
-    record = job.wait_state("waiting", timeout=120)
+    record = waiting_with_code_server(job, code_server_binary)
     assert job.api("GET", "/api/status")[1]["ide"] == "up"
     first = record["code_server_url"]
     session = session_id(record["pid"], record["started"])
