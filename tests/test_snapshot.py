@@ -297,3 +297,29 @@ def test_a_large_string_is_written_in_chunks_and_loads_back(tmp_path: Path) -> N
     args, _ = load_inputs("t", tmp_path)
     assert args == (text, "s")
     assert save_inputs("t", task, (text, "s"), {}, tmp_path, max_bytes=1 << 20).failed
+
+
+def test_tensors_on_the_cpu_are_kept_and_restored_in_place(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+
+    def task(weights: object) -> None: ...
+
+    weights = torch.arange(4.0)
+    taken = snapshot.take((weights,), {}, 1 << 20)
+    weights.mul_(0)
+    save_inputs("t", task, (weights,), {}, tmp_path, snapshot=taken)
+    (loaded,), _ = load_inputs("t", tmp_path)
+    assert snapshot.restore(weights, loaded) is weights
+    assert weights.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_tensor_off_the_host_is_not_copied_at_each_call() -> None:
+    """A GPU's storages would be copied to the host at every call: the snapshot leaves
+    them (a storage on the "meta" device stands for a GPU's here: no GPU on the test
+    machines), and the capture says so later."""
+    torch = pytest.importorskip("torch")
+    storage = torch.empty(4, device="meta").untyped_storage()
+    taken = snapshot.take(({"w": storage},), {}, 1 << 20)
+    assert taken is not None
+    [argument] = taken.arguments
+    assert argument.blob is None and argument.error and "meta" in argument.error

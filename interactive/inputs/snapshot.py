@@ -15,8 +15,9 @@ buffers (NumPy arrays, PyTorch storages, ``bytearray``) out of band:
   ``max_snapshot_bytes``; beyond it, only a fingerprint (BLAKE3) of the argument is
   kept, and at the failure podcode tells whether the task changed it (then the session
   says plainly that its saved state is the one at the failure);
-- an argument that cannot be pickled at the call is captured at the failure, as
-  before, and the session says so.
+- an argument that cannot be pickled at the call, or that holds a tensor on a GPU (a
+  copy to the host at every call would cost too much), is captured at the failure,
+  and the session says so.
 
 Calls whose arguments are all immutable scalars, strings, bytes or tuples of them need
 no snapshot and pay one type check per argument. With ``snapshot_inputs="failure"``
@@ -65,11 +66,13 @@ class CallSnapshot:
 
 
 class BufferSink:
-    """Collects out-of-band buffers; big ``bytes`` are wrapped so they go out of band too."""
+    """Collects out-of-band buffers; big ``bytes`` are wrapped so they go out of band too.
+    ``host_only``: a GPU tensor is refused (:class:`interactive.inputs.tensors.OnDevice`)
+    rather than copied to the host."""
 
-    def __init__(self) -> None:
+    def __init__(self, host_only: bool = False) -> None:
         self.buffers: list[pickle.PickleBuffer] = []
-        self._torch_dumps = tensors.storage_pickler()
+        self._torch_dumps = tensors.storage_pickler(host_only)
 
     def dumps(self, value: Any) -> bytes:
         return pickles.dumps(_wrap_bytes(value), self.buffers, self._torch_dumps)
@@ -102,7 +105,7 @@ def take(
     values = [*args, *kwargs.values()]
     if all(immutable(value) for value in values):
         return None
-    sink = BufferSink()
+    sink = BufferSink(host_only=True)  # a GPU tensor: captured at the failure, said so
     room = [budget]
     return CallSnapshot(tuple(_argument(sink, value, room) for value in values))
 

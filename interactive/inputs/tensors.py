@@ -59,13 +59,20 @@ def host_bytes(storage: Any) -> memoryview:
     return memoryview(raw).cast("B")
 
 
+class OnDevice(Exception):
+    """A tensor on a GPU where only host memory is to be pickled (the snapshot at each
+    call: a copy to the host at every call would cost too much)."""
+
+
 class _StoragePickler(pickle.Pickler):
     """Pickles torch storages out of band, each one once."""
 
     def __init__(
-        self, file: io.BytesIO, buffer_callback: Callable[[pickle.PickleBuffer], Any], torch: Any
+        self, file: io.BytesIO, buffer_callback: Callable[[pickle.PickleBuffer], Any], torch: Any,
+        host_only: bool = False,
     ) -> None:
         super().__init__(file, protocol=5, buffer_callback=buffer_callback)
+        self._host_only = host_only
         self._kinds = (torch.storage.TypedStorage, torch.UntypedStorage)
         self._uint8 = torch.uint8
         self._seen: dict[int, _Storage] = {}
@@ -84,21 +91,26 @@ class _StoragePickler(pickle.Pickler):
         carrier = self._seen.get(key)
         if carrier is None:
             device = str(untyped.device)
+            if self._host_only and untyped.device.type != "cpu":
+                raise OnDevice(f"a tensor on {device} is not copied to the host at each call")
             host = untyped if untyped.device.type == "cpu" else untyped.cpu()
             carrier = self._seen[key] = _Storage(host, device)
         return carrier
 
 
-def storage_pickler() -> Callable[[Any, Callable[[pickle.PickleBuffer], Any]], bytes] | None:
+def storage_pickler(
+    host_only: bool = False,
+) -> Callable[[Any, Callable[[pickle.PickleBuffer], Any]], bytes] | None:
     """A ``dumps(value, buffer_callback)`` that puts torch storages out of band, or None
-    when torch is not loaded (then no value can hold a tensor)."""
+    when torch is not loaded (then no value can hold a tensor). ``host_only``: a tensor on
+    a GPU raises :class:`OnDevice` instead of being copied to the host."""
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "UntypedStorage"):
         return None
 
     def dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any]) -> bytes:
         out = io.BytesIO()
-        _StoragePickler(out, buffer_callback, torch).dump(value)
+        _StoragePickler(out, buffer_callback, torch, host_only).dump(value)
         return out.getvalue()
 
     return dumps
