@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import get_type_hints
 
@@ -29,17 +30,24 @@ def test_disabled_failure_propagates_untouched() -> None:
         fails()
 
 
-def test_async_and_generator_functions_are_refused_at_decoration() -> None:
+def test_generators_are_refused_at_decoration_and_coroutines_stay_coroutines() -> None:
     async def fetch() -> int:
         return 1
 
     def numbers():  # noqa: ANN202
         yield 1
 
-    with pytest.raises(TypeError, match="async function .*fetch"):
-        vscode(fetch)
+    async def stream():  # noqa: ANN202
+        yield 1
+
+    assert inspect.iscoroutinefunction(vscode(fetch))  # frameworks look: still async
+    assert asyncio.run(vscode(fetch)()) == 1  # disabled: the coroutine, awaited
     with pytest.raises(TypeError, match="generator .*numbers"):
         vscode()(numbers)
+    with pytest.raises(TypeError, match="generator .*stream"):
+        vscode(stream)
+    with pytest.raises(TypeError, match="neither a function nor .*func"):
+        vscode(object())
 
 
 def test_bad_setting_fails_at_decoration_time() -> None:

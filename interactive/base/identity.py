@@ -3,13 +3,18 @@
 A session is named after its task process: ``<pid>-<start in centiseconds>``
 (the start time since the epoch, as the kernel reports it). That name is the
 session's folder under ``$PODCODE_HOME/sessions/`` and the value of the
-environment marker every process of its IDE inherits.
+environment marker every process of its IDE inherits. Several sessions may
+wait in one process at once (``asyncio.gather``, threads, Ray workers): the
+first open one has the process's name, the others ``<pid>-<start>-2``,
+``-3``... (:func:`claim_session_id`).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import threading
 from typing import Any
 
 import psutil
@@ -64,3 +69,24 @@ def own_session_id() -> str:
     """The name of a session opened by this process."""
     identity = process_identity()
     return session_id(identity["pid"], identity["started"])
+
+
+_open_ids: set[str] = set()
+_ids_lock = threading.Lock()
+
+
+def claim_session_id() -> str:
+    """A name for a session opening in this process, free until :func:`release_session_id`:
+    the process's own while no other session of it is open, else a numbered one."""
+    own = own_session_id()
+    with _ids_lock:
+        name = next(n for n in itertools.chain([own], (f"{own}-{i}" for i in itertools.count(2)))
+                    if n not in _open_ids)
+        _open_ids.add(name)
+    return name
+
+
+def release_session_id(name: str) -> None:
+    """The session ``name`` closed: its name may be given again."""
+    with _ids_lock:
+        _open_ids.discard(name)

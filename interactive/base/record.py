@@ -240,9 +240,9 @@ def session_dir(home: Path, session: str | None = None) -> Path:
     return home / SESSIONS / (session or own_session_id())
 
 
-def record_paths(home: Path, base: Path) -> list[Path]:
+def record_paths(home: Path, base: Path, session: str | None = None) -> list[Path]:
     """Every file a session of this process writes: its own, its rank's, the home's."""
-    paths = [session_dir(home) / FILE, session_path(home), session_path(base)]
+    paths = [session_dir(home, session) / FILE, session_path(home), session_path(base)]
     return list(dict.fromkeys(paths))
 
 
@@ -344,12 +344,14 @@ def write_claimed(home: Path, record: Mapping[str, Any], running: Running = is_r
         return True
 
 
-def write_records(rec: SessionRecord, home: Path, base: Path, *, claim: bool) -> None:
+def write_records(
+    rec: SessionRecord, home: Path, base: Path, *, claim: bool, session: str | None = None
+) -> None:
     """Write ``rec`` everywhere a session of this process keeps it: its own folder in
     ``home``; ``home`` itself when it is a rank's (not ``base``); and ``base``'s
     ``session.json`` while this session may claim it (``claim``: the ranks' leader)."""
     data = rec.to_json()
-    write_session(session_dir(home), data)
+    write_session(session_dir(home, session), data)
     if home != base:
         write_session(home, data)
     if claim:

@@ -109,7 +109,13 @@ def run_in_thread(
     return future
 
 
-def in_thread(call: Callable[[], T], name: str, *, service: bool = True) -> asyncio.Future[T]:
+def in_thread(
+    call: Callable[[], T],
+    name: str,
+    *,
+    service: bool = True,
+    context: contextvars.Context | None = None,
+) -> asyncio.Future[T]:
     """``call()`` on a thread of its own, as a future of the running loop to await (not
     the loop's shared pool, which a hung call would occupy for good). A wait that gives up
     (``asyncio.wait_for(asyncio.shield(...))``) leaves the call behind."""
@@ -129,7 +135,7 @@ def in_thread(call: Callable[[], T], name: str, *, service: bool = True) -> asyn
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
             loop.call_soon_threadsafe(settle, future)
 
-    run_in_thread(call, name, service=service).add_done_callback(relay)
+    run_in_thread(call, name, service=service, context=context).add_done_callback(relay)
     return done
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -263,6 +264,14 @@ def current() -> Peers | None:
     return _current
 
 
+_open_sessions = 0
+_open_lock = threading.Lock()
+
+
 def set_in_session(value: bool) -> None:
-    if _watch is not None:
-        _watch.in_session = value
+    """A session of this process opened (True) or closed (False); several may be open."""
+    global _open_sessions
+    with _open_lock:
+        _open_sessions = max(0, _open_sessions + (1 if value else -1))
+        if _watch is not None:
+            _watch.in_session = _open_sessions > 0

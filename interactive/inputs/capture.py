@@ -255,11 +255,13 @@ def save_session_inputs(
     home: Path,
     max_bytes: int | None = None,
     snapshot: CallSnapshot | None = None,
+    session: str | None = None,
 ) -> CaptureReport:
-    """A session's capture: into its own folder under ``home``; the captures of ``task``
-    that processes now gone left in ``home`` are removed (this one replaces them)."""
-    report = save_inputs(task, fn, args, kwargs, record.session_dir(home), max_bytes=max_bytes,
-                         snapshot=snapshot)
+    """A session's capture: into its own folder under ``home`` (``session``: its name, by
+    default the process's); the captures of ``task`` that processes now gone left in
+    ``home`` are removed (this one replaces them)."""
+    report = save_inputs(task, fn, args, kwargs, record.session_dir(home, session),
+                         max_bytes=max_bytes, snapshot=snapshot)
     try:
         prune(home, task)
     except OSError as exc:
@@ -374,16 +376,17 @@ def _default_task(home: Path, environ: Mapping[str, str]) -> str:
 
 
 def load_inputs(
-    task: str | None = None, home: Path | None = None
+    task: str | None = None, home: Path | None = None, *, folder: Path | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task).
 
-    Found in this process's own session, else in the session whose VS Code started
-    this process (its terminals and "debug again"), else the newest capture of the
-    task in ``home`` (default ``$PODCODE_HOME``).
+    Read from ``folder`` when given (a session resuming its own capture), else found in
+    this process's own session, else in the session whose VS Code started this process
+    (its terminals and "debug again"), else the newest capture of the task in ``home``
+    (default ``$PODCODE_HOME``).
     """
     home = home or podcode_home()
-    folder = find_inputs(task or _default_task(home, os.environ), home)
+    folder = folder or find_inputs(task or _default_task(home, os.environ), home)
     manifest = _read_manifest(folder)
     missing = [entry["name"] for entry in manifest["arguments"] if "error" in entry]
     if missing:

@@ -50,9 +50,9 @@ Path_ = tuple[str, ...]
 """A definition's qualified name as parts: ``("Scaler", "apply")``, ``("f", "<locals>", "g")``."""
 
 LOCALS = "<locals>"
-UNWRAP_ATTRIBUTES = ("__podcode_task__", "__wrapped__", "task_function", "__func__")
+UNWRAP_ATTRIBUTES = ("__podcode_task__", "__wrapped__", "task_function", "func", "__func__")
 """Where decorators keep the function they wrap (podcode, functools.wraps, flytekit,
-staticmethod, classmethod, bound methods)."""
+staticmethod, classmethod, bound methods; Flyte 2 and partial keep it in ``func``)."""
 Function = (ast.FunctionDef, ast.AsyncFunctionDef)
 Defaults = tuple[tuple[Any, ...] | None, dict[str, Any] | None]
 """A function's ``__defaults__`` and ``__kwdefaults__``."""

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from interactive.base import record
 from interactive.base.errors import ResumeConflict, SessionError
-from interactive.base.identity import process_identity
+from interactive.base.identity import (
+    SESSION_VARIABLE,
+    claim_session_id,
+    process_identity,
+    release_session_id,
+)
 from interactive.base.loop import LoopThread
 from interactive.base.phases import RESUMABLE, CommandKind, Phase
 from interactive.base.ports import bind_free, free_port, url_of
@@ -59,7 +64,7 @@ def make_home(home: Path, inner: Path) -> None:
     that says how to fix it."""
     try:
         ensure_home(home, inner)
-        probe = inner / f".probe-{os.getpid()}"
+        probe = inner / f".probe-{os.getpid()}-{threading.get_ident()}"  # one per session
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
@@ -125,6 +130,8 @@ class Session:
             max_idle_seconds=self.settings.idle.max_idle_seconds,
             grace_seconds=self.settings.idle.grace_seconds,
         )
+        self.id = ""
+        """The session's name, given when it opens (its folder, the IDE's marker)."""
         self.token = secrets.token_urlsafe(32)
         password = self.settings.editor.auth == "password"
         self.password = secrets.token_urlsafe(18) if password else None
@@ -197,6 +204,7 @@ class Session:
         meanwhile and the status says the IDE is on its way."""
         started = time.perf_counter()
         self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
+        self.id = claim_session_id()  # several sessions may wait in one process
         make_home(self.base_home, self.home)
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
@@ -209,15 +217,15 @@ class Session:
         self._loop = LoopThread()
         self._publisher = Publisher(
             self._loop, home=self.home, base_home=self.base_home, leader=self.leader,
-            peers=self.peers,
+            peers=self.peers, session=self.id,
         )
         settled = threading.Event()
         if self.settings.editor.ide != "none" and self.leader:
             # code-server takes the longest: start it first, set up the rest while it boots.
             self._loop.spawn(self._serve_ide(settled, bind), "ide")
             settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
-        paths = record.record_paths(self.home, self.base_home)
-        self._watchdog: Watchdog | None = start_watchdog(paths)  # ends all if we are killed
+        paths = record.record_paths(self.home, self.base_home, self.id)  # ends all if killed
+        self._watchdog: Watchdog | None = start_watchdog(paths, marker=(SESSION_VARIABLE, self.id))
         if self._watchdog is not None:
             self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
         from interactive.session.control import (
@@ -227,7 +235,8 @@ class Session:
         self._control = ControlServer(self, self.token, control_sock)
         self._loop.call(self._control.start())
         self.capture = save_session_inputs(
-            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot
+            self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot,
+            self.id,
         )
         for note in self.capture.notes():
             self.state.note(note)
@@ -238,9 +247,12 @@ class Session:
             home=self.home,
             debug=self.endpoints.debug,
             control={"control_url": self.endpoints.control_url, "token": self.token},
-            ranks=self._rank_endpoints(),
+            ranks=vscode_files.rank_endpoints(
+                self.peers, self.endpoints.debug, self.settings.ports
+            ),
             source=self.workspace,
             ide=self.settings.editor.ide,
+            session=self.id,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot
@@ -263,8 +275,9 @@ class Session:
         then one per note (inputs that could not be kept as at the call, say)."""
         where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
         if self.endpoints.code_server_url:
+            path = record.session_dir(self.home, self.id) / record.FILE
             where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
-                            f"\"password\" in {record.session_dir(self.home) / record.FILE})")
+                            f"\"password\" in {path})")
         elif self.settings.editor.ide != "none" and self.leader:
             where.insert(0, "VS Code when code-server is ready (podcode status)")
         print(
@@ -310,6 +323,7 @@ class Session:
                 port=free_port(bind, self.settings.ports.port, "port"),
                 password=self.password,
                 note=self.state.note,
+                session=self.id,
                 installing=installing,
                 launching=launching,
             )
@@ -327,20 +341,13 @@ class Session:
         self.endpoints.code_server_url = url
         if self.state.state in RESUMABLE:
             self._record()  # the IDE joined a waiting session, restarted or stopped
+
     def _say_where_edits_go(self) -> None:
         """Say once, when the session opens, if a fix would not outlive the pod."""
-        from interactive.storage.store import local_root, store_url
+        from interactive.storage.store import short_lived_store
 
-        url = store_url()
-        if local_root(url) is None or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return
-        fallback = ", and mailed to the owner" if self.settings.mail.owner else ""
-        message = (
-            f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
-            "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
-            "after the pod ends"
-        )
-        if message not in self.state.notes:  # once per session, not per resume
+        message = short_lived_store(mailed=bool(self.settings.mail.owner))
+        if message is not None and message not in self.state.notes:  # once, not per resume
             log.warning("%s", message)
             self.state.note(message)
 
@@ -348,24 +355,6 @@ class Session:
         """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""
         return port + self.local_rank if port else 0
 
-    def _rank_endpoints(self) -> list[vscode_files.RankEndpoint]:
-        """Where each local rank's debugger listens: its record's port, else the expected one."""
-        if self.peers is None:
-            return []
-        known = {p.local_rank: p for p in self.peers.others() if p.alive}
-        info = self.peers.info
-        endpoints = []
-        for local in range(info.local_world_size):
-            if local == self.local_rank:
-                host, port = self.endpoints.debug
-            elif local in known and (peer_port := known[local].record.debug_port) is not None:
-                host, port = known[local].record.debug_host or self.settings.ports.bind, peer_port
-            elif self.settings.ports.debug_port:
-                host, port = self.settings.ports.bind, self.settings.ports.debug_port + local
-            else:
-                continue
-            endpoints.append(vscode_files.RankEndpoint(local, host, port))
-        return endpoints
 
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
@@ -561,9 +550,9 @@ class Session:
             steps.append(("the pod's label and the session record",
                           lambda: publisher.finish(self._end_record())))
         restore = vscode_files.restore_workspace  # the token file, and .vscode as it was
-        steps.append(("the .vscode files", lambda: restore(self.config_root)))
+        steps.append(("the .vscode files", lambda: restore(self.config_root, self.id)))
         if final_state == Phase.DONE:  # kept after a failure, an abort, a cleanup, for debugging
-            folder = record.session_dir(self.home)  # the record and the captured inputs
+            folder = record.session_dir(self.home, self.id)  # the record and the captured inputs
             steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
         if self.peers is not None:
             steps.append(("the rank's lead", self.peers.release))
@@ -573,6 +562,8 @@ class Session:
             except Exception:
                 log.exception("closing the session of %s: could not stop %s", self.task.name, what)
         set_in_session(False)
+        if self.id:
+            release_session_id(self.id)
         watchdog, self._watchdog = getattr(self, "_watchdog", None), None
         if watchdog is not None:
             watchdog.stop()

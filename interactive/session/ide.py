@@ -37,6 +37,7 @@ async def start_ide(
     port: int,
     password: str | None,
     note: Callable[[str], None],
+    session: str,
     installing: Callable[[], None] = lambda: None,
     launching: Callable[[], None] = lambda: None,
 ) -> Ide | None:
@@ -75,11 +76,12 @@ async def start_ide(
                     workspace=workspace,
                     bind=bind,
                     port=port,
-                    data_dir=home / "code-server",
+                    # its own data for each session open at once in this process
+                    data_dir=home / f"code-server{session.removeprefix(own_session_id())}",
                     password=password,
                     extensions=list(editor.extensions),
                     companion=True,
-                    marker=own_session_id(),  # the watchdog ends every process carrying it
+                    marker=session,  # the watchdog ends every process carrying it
                 )
                 try:
                     await server.start(spawned=launching)

@@ -152,6 +152,7 @@ class PostMortem:
         self._stop = threading.Event()
         self._poll = poll_seconds
         self._thread: threading.Thread | None = None
+        self._waiting = threading.Event()
         self.presented = 0
         """How many times a client was shown the exception (for tests and logs)."""
 
@@ -180,12 +181,7 @@ class PostMortem:
         self._stop.set()
         self._excinfo = None
         _presenters.discard(self._thread)
-        import debugpy
-
-        cancel: Any = getattr(debugpy.wait_for_client, "cancel", None)
-        if cancel is not None:
-            with contextlib.suppress(RuntimeError):  # nobody waited for a client yet
-                cancel()
+        self._waiting.set()  # its wait for a client ends
         if self._thread is not None:
             _release(self._thread)  # a client stopped in the exception sees it continue
 
@@ -193,7 +189,7 @@ class PostMortem:
         import debugpy
 
         while not self._stop.is_set():
-            debugpy.wait_for_client()
+            self._wait_for_client()
             if self._stop.is_set():
                 return
             _new_client.clear()
@@ -209,6 +205,21 @@ class PostMortem:
             ):
                 if self._stop.wait(self._poll):
                     return
+
+    def _wait_for_client(self) -> None:
+        """Until a client has attached and configured itself, or :meth:`stop`.
+
+        ``debugpy.wait_for_client`` can be cancelled only for its latest caller: with
+        several sessions waiting in one process, each presenter waits on its own event."""
+        import pydevd  # vendored by debugpy, importable once it listens
+
+        debugger = pydevd.get_global_debugger()
+        if debugger is None:
+            raise RuntimeError("debugpy does not listen in this process")
+        self._waiting = threading.Event()  # set when a client is ready (pydevd) or by stop
+        if self._stop.is_set():
+            return
+        debugger.block_until_configuration_done(cancel=self._waiting)
 
     @staticmethod
     def _show(debugpy: Any, excinfo: ExcInfo) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from interactive.base import record
+from interactive.base.identity import own_session_id
 from interactive.base.loop import LoopThread
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import SessionRecord
@@ -60,8 +61,11 @@ class Publisher:
         base_home: Path,
         leader: bool,
         peers: Peers | None = None,
+        session: str | None = None,
     ) -> None:
         self.home = home
+        self.session = session
+        """The session's name (:func:`interactive.base.identity.claim_session_id`)."""
         self.base_home = base_home
         self.leader = leader
         """Claims the home's ``session.json`` and speaks for the pod."""
@@ -144,7 +148,10 @@ class Publisher:
     # -- plumbing --------------------------------------------------------------------------
     def _write(self, current: SessionRecord) -> None:
         self.recorded = True
-        record.write_records(current, self.home, self.base_home, claim=self.leader)
+        first = self.session in (None, own_session_id())  # others are listed, not claimed
+        record.write_records(
+            current, self.home, self.base_home, claim=self.leader and first, session=self.session
+        )
 
     async def _set_state(self, state: str) -> None:
         async with self._pod_lock:

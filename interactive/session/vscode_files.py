@@ -20,12 +20,16 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interactive.base.files import parse_jsonc, strip_jsonc, write_json
 from interactive.base.names import folder_name
 from interactive.base.types import TaskRef
 from vscode_config import vscode
+
+if TYPE_CHECKING:
+    from interactive.base.settings import PortSettings
+    from interactive.distributed.peers import Peers
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,10 @@ HIDDEN_ROOT = Path(__file__).resolve().parents[1]
 its frames out of the call stack, so that the task's own frames stand out."""
 
 
+_users: dict[Path, set[str]] = {}
+"""The sessions of this process that wrote into each workspace: the last one restores it."""
+
+
 @dataclass(frozen=True)
 class RankEndpoint:
     """Where one local rank's debugger listens (an attach configuration each)."""
@@ -44,6 +52,28 @@ class RankEndpoint:
     local_rank: int
     host: str
     port: int
+
+
+def rank_endpoints(
+    peers: Peers | None, own: tuple[str, int], ports: PortSettings
+) -> list[RankEndpoint]:
+    """Where each local rank's debugger listens (``own``: this rank's): its record's port,
+    else the expected one; none for a single process."""
+    if peers is None:
+        return []
+    known = {p.local_rank: p for p in peers.others() if p.alive}
+    endpoints = []
+    for local in range(peers.info.local_world_size):
+        if local == peers.info.local_rank:
+            host, port = own
+        elif local in known and (peer_port := known[local].record.debug_port) is not None:
+            host, port = known[local].record.debug_host or ports.bind, peer_port
+        elif ports.debug_port:
+            host, port = ports.bind, ports.debug_port + local
+        else:
+            continue
+        endpoints.append(RankEndpoint(local, host, port))
+    return endpoints
 
 
 @contextlib.contextmanager
@@ -80,6 +110,7 @@ def write_configurations(
     ranks: Sequence[RankEndpoint] = (),
     source: Path | None = None,
     ide: str = "code-server",
+    session: str = "",
 ) -> Path:
     """Render launch.json, settings.json, the re-run script and the companion's session file
     into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
@@ -92,6 +123,7 @@ def write_configurations(
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
+    _users.setdefault(workspace.resolve(), set()).add(session)
     with _locked(folder / "podcode"):
         return _write(folder, source or workspace, task, home, debug, control, ranks, ide)
 
@@ -192,8 +224,13 @@ def _tracked(folder: Path, name: str, write: Callable[[Path], None]) -> None:
     write_json(folder / WRITTEN, written, mode=0o600)
 
 
-def restore_workspace(workspace: Path) -> None:
-    """The session ended: ``.vscode`` as the user had it (see the module's docstring)."""
+def restore_workspace(workspace: Path, session: str = "") -> None:
+    """The session ended: ``.vscode`` as the user had it (see the module's docstring),
+    once no other session of this process that wrote there is still open."""
+    users = _users.get(workspace.resolve(), set())
+    users.discard(session)
+    if users:
+        return
     folder = workspace / ".vscode"
     (folder / SESSION_FILE).unlink(missing_ok=True)  # the companion's token: useless now
     for name, entry in _written(folder).items():

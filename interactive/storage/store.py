@@ -165,3 +165,18 @@ def guarded(url: str, rel_path: str, action: str, call: Callable[[], T]) -> T:
         raise
     except Exception as exc:  # fsspec drivers raise their own errors besides OSError
         raise StoreError(url, rel_path, action, advice(exc)) from exc
+
+
+def short_lived_store(*, mailed: bool, environ: Mapping[str, str] | None = None) -> str | None:
+    """What to tell the engineer when the fixes go to a folder inside the pod (gone with
+    it unless it is a persistent volume); None when the store outlives the pod."""
+    environ = os.environ if environ is None else environ
+    url = store_url(environ)
+    if local_root(url) is None or not environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    fallback = ", and mailed to the owner" if mailed else ""
+    return (
+        f"your fixes are saved to {url}, inside this pod{fallback}: unless that folder is a "
+        "persistent volume, set PODCODE_STORE to a bucket (s3://, gs://) to keep them "
+        "after the pod ends"
+    )

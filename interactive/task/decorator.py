@@ -11,10 +11,11 @@ from typing import Any, TypeVar, overload
 
 from interactive.base.context import current_task
 from interactive.base.names import task_name
-from interactive.base.settings import build_settings, is_enabled
+from interactive.base.settings import Settings, build_settings, is_enabled
 from interactive.base.types import TaskRef
 from interactive.distributed import collective
 from interactive.resume.plan import RAW_ATTRIBUTE
+from interactive.task import preempt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,17 +33,23 @@ def task_ref(fn: Callable[..., Any], workspace: Path | None = None) -> TaskRef:
 
 
 def _check_callable(fn: Callable[..., Any]) -> None:
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise TypeError(
-            f"@vscode cannot wrap the async function {fn.__qualname__}: a debug session blocks the "
-            "thread it fails on. Decorate a plain function that calls asyncio.run(...) instead."
-        )
-    if inspect.isgeneratorfunction(fn):
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         raise TypeError(
             f"@vscode cannot wrap the generator {fn.__qualname__}: it fails lazily, "
             "outside the call. "
             "Decorate a function that consumes it (for example returns list(...))."
         )
+    if not hasattr(fn, "__qualname__"):
+        raise TypeError(
+            f"@vscode cannot wrap {fn!r}: it is neither a function nor a framework's task that "
+            "keeps its function in .func; put @vscode directly on the def"
+        )
+
+
+def _framework_task(obj: Any) -> bool:
+    """A framework's task object that keeps the user's function in ``.func`` (Flyte 2's
+    ``@env.task``): ``@vscode`` over it wraps that function in place."""
+    return not inspect.isroutine(obj) and inspect.isfunction(getattr(obj, "func", None))
 
 
 @overload
@@ -62,10 +69,16 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     checked = build_settings(settings)
     if is_enabled():  # before the task's init_process_group, which reads it
         collective.prefer_raised_nccl_errors()
+        preempt.install_ahead()  # a session waiting on any thread is woken by SIGTERM
 
-    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(function: Any) -> Any:
+        if _framework_task(function):
+            function.func = decorate(function.func)
+            return function
         _check_callable(function)
         ref = task_ref(function, checked.workspace)
+        if inspect.iscoroutinefunction(function):
+            return _async_wrapper(function, ref, checked)
 
         runner: Callable[..., Any] | None = None
         decided = False
@@ -91,3 +104,22 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
         return wrapper
 
     return decorate if fn is None else decorate(fn)
+
+
+def _async_wrapper(function: Callable[..., Any], ref: TaskRef, checked: Settings) -> Any:
+    """The wrapper of a coroutine function: a coroutine function too (frameworks check)."""
+
+    @functools.wraps(function)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if is_enabled():
+            from interactive.task.aio import run_task_async
+
+            return await run_task_async(function, ref, checked, args, kwargs)
+        token = current_task.set(ref.name)
+        try:
+            return await function(*args, **kwargs)
+        finally:
+            current_task.reset(token)
+
+    setattr(wrapper, RAW_ATTRIBUTE, function)
+    return wrapper

@@ -11,7 +11,10 @@ afterwards by the code that was woken, outside the handler, bounded in time by
 
 A handler installed before podcode's is still called, after podcode has
 recorded the signal. The default action (terminate at once) is not: the
-process ends once the hooks have run.
+process ends once the hooks have run. The handler is installed from the main
+thread when a task is decorated (so that a session waiting on any thread is
+woken); while no decorated call is in flight and nothing waits, SIGTERM then
+keeps its default action.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import contextlib
 import contextvars
 import itertools
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -45,9 +50,33 @@ class _State:
         self.wakers: dict[int, Callable[[], None]] = {}
         self.ids = itertools.count()
         self.in_handler = False
+        self.idle_default = False
+        """Installed ahead of any call: with no call in flight, SIGTERM acts as before."""
+        self.in_flight: list[object] = []
+        """A token per decorated call running now (list append/remove: atomic)."""
 
 
 _state = _State()
+
+
+def entering() -> object:
+    """A decorated call starts: its token for :func:`leaving`."""
+    token = object()
+    _state.in_flight.append(token)
+    return token
+
+
+def leaving(token: object) -> None:
+    _state.in_flight.remove(token)
+
+
+def install_ahead() -> None:
+    """:func:`install` at decoration time, before any call: SIGTERM keeps its default
+    action while no decorated call runs and no session waits."""
+    if threading.current_thread() is not threading.main_thread() or _state.installed:
+        return
+    install()
+    _state.idle_default = _state.installed
 
 
 def check_alive() -> bool:
@@ -77,10 +106,12 @@ def install() -> None:
         return
     current = signal.getsignal(signal.SIGTERM)
     if _state.installed and current is _handle:
+        _state.idle_default = False
         return
     _state.previous = None if current is _handle else current
     signal.signal(signal.SIGTERM, _handle)
     _state.installed = True
+    _state.idle_default = False
     logger.debug("SIGTERM handler installed (previous: %r)", _state.previous)
 
 
@@ -92,6 +123,7 @@ def uninstall() -> None:
         previous = _state.previous
         signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     _state.installed = False
+    _state.idle_default = False
     _state.previous = None
 
 
@@ -123,6 +155,11 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         for waker in list(_state.wakers.values()):
             _call(waker)
         previous = _state.previous
+        idle = _state.idle_default and not _state.wakers and not _state.in_flight
+        if idle and previous in (None, signal.SIG_DFL):  # as if podcode were not there
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         if callable(previous):
             previous(signum, frame)
     finally:
@@ -216,6 +253,19 @@ def leave(
             logger.exception("after SIGTERM: %s failed", hook_name(after))
     logger.warning("SIGTERM: hooks done, exiting with status %d", exit_status())
     raise SystemExit(exit_status())
+
+
+def exit_from_thread() -> None:
+    """After SIGTERM, in a thread other than the main one, once its session has closed: end
+    the process with status 143 (``SystemExit`` would end only this thread; the pod is
+    going, and what had to be saved is saved)."""
+    if check_alive() or threading.current_thread() is threading.main_thread():
+        return
+    logging.shutdown()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(exit_status())
 
 
 def hook_name(hook: Callable[[], object]) -> str:

@@ -18,6 +18,40 @@ from interactive.task import preempt
 logger = logging.getLogger(__name__)
 
 
+class Attempts:
+    """The retry policy of one call: after each failure, wait and try again, or give up."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        retries: int,
+        on_retry: Callable[[int, BaseException], None] | None = None,
+        backoff_seconds: float = 0.0,
+    ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, not {retries!r}")
+        self.fn, self.retries, self.on_retry = fn, retries, on_retry
+        self.backoff_seconds = backoff_seconds
+        self.attempt = 1
+        self.earlier: list[str] = []
+
+    def after(self, exc: Exception) -> float | None:
+        """``exc`` ended the attempt: the seconds to wait before the next one, or None when
+        there is none (``exc`` then carries a note listing the earlier failures)."""
+        if self.attempt > self.retries or not preempt.check_alive():
+            _note(exc, self.earlier)
+            return None
+        self.earlier.append(f"attempt {self.attempt}: {type(exc).__name__}: {exc}")
+        logger.warning(
+            "%s failed (attempt %d of %d): %s: %s; retrying",
+            _name(self.fn), self.attempt, self.retries + 1, type(exc).__name__, exc,
+        )
+        if self.on_retry is not None:
+            self.on_retry(self.attempt, exc)
+        self.attempt += 1
+        return float(self.backoff_seconds * 2 ** (self.attempt - 2))
+
+
 def call_with_retries(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -36,31 +70,29 @@ def call_with_retries(
     exception is raised with its traceback; with Python 3.11 or later it
     carries a note listing the earlier failures.
     """
-    if retries < 0:
-        raise ValueError(f"retries must be 0 or more, not {retries!r}")
-    earlier: list[str] = []
-    attempt = 1
+    attempts = Attempts(fn, retries, on_retry, backoff_seconds)
     while True:
         try:
             return fn(*args, **dict(kwargs))
         except Exception as exc:
-            if attempt > retries or not preempt.check_alive():
-                _note(exc, earlier)
+            wait = attempts.after(exc)
+            if wait is None:
                 raise
-            earlier.append(f"attempt {attempt}: {type(exc).__name__}: {exc}")
-            logger.warning(
-                "%s failed (attempt %d of %d): %s: %s; retrying",
-                _name(fn),
-                attempt,
-                retries + 1,
-                type(exc).__name__,
-                exc,
-            )
-            if on_retry is not None:
-                on_retry(attempt, exc)
-        if backoff_seconds > 0:
-            sleep(backoff_seconds * 2 ** (attempt - 1))
-        attempt += 1
+        if wait > 0:
+            sleep(wait)
+
+
+async def await_with_retries(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], retries: int
+) -> object:
+    """:func:`call_with_retries` for a coroutine function: each attempt awaited."""
+    attempts = Attempts(fn, retries)
+    while True:
+        try:
+            return await fn(*args, **dict(kwargs))
+        except Exception as exc:
+            if attempts.after(exc) is None:
+                raise
 
 
 def _note(exc: BaseException, earlier: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import threading
@@ -23,11 +24,14 @@ from interactive.task.warmup import settle, warm_up
 
 if TYPE_CHECKING:
     from interactive.resume.plan import Resume
-    from interactive.session.core import Session
+    from interactive.session.core import Command, Session
+    from interactive.storage.outputs import TaskCache
 
 log = logging.getLogger(__name__)
 
-NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit)
+NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
+"""Never turned into a session: the program is being stopped, not failing."""
+_prepared = False
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,9 @@ def run_task(
     """The enabled path. A successful call without cache or retries costs a few microseconds:
     arguments that the task could change in place are snapshotted
     (:mod:`interactive.inputs.snapshot`), nothing is written until the task fails."""
-    token = current_task.set(ref.name)
+    token, flight = current_task.set(ref.name), preempt.entering()
     try:
-        if not preempt.installed() and threading.current_thread() is threading.main_thread():
-            preempt.install()
-            warm_up()
-            _join_pod()
-        call = Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
+        call = first_call(fn, ref, settings, args, kwargs)
         if settings.cache:
             return _cached(call)
         result = _attempt(call)
@@ -67,7 +67,26 @@ def run_task(
             _leave_if_preempted(call)
         return result
     finally:
+        preempt.leaving(flight)
         current_task.reset(token)
+
+
+def first_call(
+    fn: Callable[..., Any],
+    ref: TaskRef,
+    settings: Settings,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Call:
+    """The call, its arguments kept as they are now; the process prepared at its first
+    decorated call in the main thread (SIGTERM handled, imports warmed, ranks joined)."""
+    global _prepared
+    if not _prepared and threading.current_thread() is threading.main_thread():
+        _prepared = True
+        preempt.install_ahead()
+        warm_up()
+        _join_pod()
+    return Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
 
 
 def _snapshot(
@@ -94,21 +113,45 @@ def _join_pod() -> None:
             log.exception("%s: cannot record this rank for its peers", info.label)
 
 
-def _cached(call: Call) -> Any:
-    from interactive.storage.outputs import TaskCache
-    from interactive.storage.store import open_store
+@dataclass(frozen=True)
+class CachedCall:
+    """A call whose output is cached (``cache=True``): looked up, then stored."""
 
-    cache = TaskCache(open_store())
-    version = call.settings.cache_version
-    inputs = cache.inputs_digest(call.args, call.kwargs, func=call.fn)
-    hit, value = cache.get(cache.key(call.ref.name, version, (), {}, func=call.fn, inputs=inputs))
+    call: Call
+    cache: TaskCache
+    inputs: str
+
+    @classmethod
+    def look_up(cls, call: Call) -> tuple[CachedCall, bool, Any]:
+        """(the cached call, whether its output is in the store, that output)."""
+        from interactive.storage.outputs import TaskCache
+        from interactive.storage.store import open_store
+
+        cache = TaskCache(open_store())
+        cached = cls(call, cache, cache.inputs_digest(call.args, call.kwargs, func=call.fn))
+        hit, value = cache.get(cached.key())
+        if hit:
+            log.info("%s: cached output reused (cache_version %s)", call.ref.name,
+                     call.settings.cache_version)
+        return cached, hit, value
+
+    def key(self) -> str:
+        """Under the code as it is now: after a resume, the engineer's fixed code."""
+        version = self.call.settings.cache_version
+        return self.cache.key(self.call.ref.name, version, (), {}, func=self.call.fn,
+                              inputs=self.inputs)
+
+    def store(self, result: Any) -> None:
+        _leave_if_preempted(self.call)
+        self.cache.put(self.key(), result)
+
+
+def _cached(call: Call) -> Any:
+    cached, hit, value = CachedCall.look_up(call)
     if hit:
-        log.info("%s: cached output reused (cache_version %s)", call.ref.name, version)
         return value
     result = _attempt(call)
-    _leave_if_preempted(call)
-    # under the code that gave the result: after a resume, the engineer's fixed code
-    cache.put(cache.key(call.ref.name, version, (), {}, func=call.fn, inputs=inputs), result)
+    cached.store(result)
     return result
 
 
@@ -170,7 +213,7 @@ def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, An
     otherwise), set back into the caller's own objects where their type allows."""
     if session.capture is not None and not session.capture.failed:
         try:
-            args, kwargs = load_inputs(call.ref.name, session.home)
+            args, kwargs = load_inputs(call.ref.name, session.home, folder=session.capture.folder)
         except InputsError:
             log.exception("captured inputs unreadable; resuming with the objects in memory")
         else:
@@ -182,7 +225,43 @@ def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, An
 def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
     settle()
-    from interactive.session.core import Command, Session
+    if excinfo is not None and _loop_running():
+        return _without_session(call, excinfo, RuntimeError(ON_LOOP))
+    session = new_session(call, excinfo)
+    unregister = on_sigterm(session)
+    final = Phase.FAILED
+    try:
+        try:
+            session.open(excinfo, call.fn, call.args, call.kwargs, call.snapshot)
+        except Exception as exc:
+            return _without_session(call, excinfo, exc)
+        _sync_checkpoints(call.ref)  # a retry in a new pod finds the last checkpoint
+        value = _serve(call, session, excinfo)
+        final = Phase.DONE
+        return value
+    finally:
+        unregister()
+        session.close(final)
+        preempt.exit_from_thread()  # SIGTERM ended a session waiting off the main thread
+
+
+ON_LOOP = (
+    "the task is a plain function called on a running event loop, which its session would "
+    "freeze: put @vscode on the async def that calls it (or run it with asyncio.to_thread)"
+)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def new_session(call: Call, excinfo: ExcInfo | None) -> Session:
+    """The session for ``call`` (not open yet); the failure's traceback logged first."""
+    from interactive.session.core import Session
 
     ref = call.ref
     if excinfo is not None:
@@ -191,47 +270,62 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
             excinfo[1], exc_info=excinfo,
         )
         collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
-    session = Session(ref, call.settings, workspace_for(ref, call.settings))
-    unregister = preempt.on_terminate(
-        lambda: session.commands.put(Command(CommandKind.PREEMPTED))
-    )
-    final = Phase.FAILED
-    try:
-        try:
-            session.open(excinfo, call.fn, call.args, call.kwargs, call.snapshot)
-        except Exception as exc:
-            return _without_session(call, excinfo, exc)
-        _sync_checkpoints(ref)  # a retry in a new pod finds the last checkpoint
-        value = _serve(call, session, excinfo)
-        final = Phase.DONE
-        return value
-    finally:
-        unregister()
-        session.close(final)
+    return Session(ref, call.settings, workspace_for(ref, call.settings))
+
+
+def on_sigterm(session: Session) -> Callable[[], None]:
+    """SIGTERM wakes the waiting call (from the handler: a queue put); the unregistering
+    function."""
+    from interactive.session.core import Command
+
+    command = Command(CommandKind.PREEMPTED)
+    return preempt.on_terminate(lambda: session.commands.put(command))
 
 
 def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:
     """Wait for commands; the resumed task's value once it succeeds."""
     while True:
-        command = session.wait()
-        match command.kind:
-            case CommandKind.RESUME:
-                done, value = _resume(call, session, command.detail)
-                if done:
-                    session.deliver_fix()
-                    return value
-                excinfo = value
-                collective.abort_group()
-                session.reopen(value)
-            case CommandKind.ABORT:
-                _raise_original(excinfo, call.ref)
-            case CommandKind.REAPED:
-                cause = excinfo[1] if excinfo else None
-                raise Reaped(
-                    f"{call.ref.name}: session cleaned up after being idle", command.detail
-                ) from cause
-            case CommandKind.PREEMPTED:
-                _leave(call, session.save_edits)
+        planned = resumed_with(call, session, session.wait(), excinfo)
+        try:
+            args, kwargs = resume_inputs(call, session, planned)
+            value = call.fn(*args, **kwargs)
+        except NEVER_DEBUGGED:
+            raise
+        except BaseException:
+            excinfo = failed_again(call, session)
+            continue
+        session.deliver_fix()
+        return value
+
+
+def resumed_with(
+    call: Call, session: Session, command: Command, excinfo: ExcInfo | None
+) -> Resume | None:
+    """What a command means for the waiting call: RESUME gives its plan (None: no code
+    changed); abort, cleanup and preemption end the call here."""
+    match command.kind:
+        case CommandKind.RESUME:
+            planned: Resume | None = command.detail
+            return planned
+        case CommandKind.ABORT:
+            _raise_original(excinfo, call.ref)
+        case CommandKind.REAPED:
+            cause = excinfo[1] if excinfo else None
+            raise Reaped(
+                f"{call.ref.name}: session cleaned up after being idle", command.detail
+            ) from cause
+        case CommandKind.PREEMPTED:
+            _leave(call, session.save_edits)
+    raise AssertionError(f"unknown command {command.kind}")
+
+
+def failed_again(call: Call, session: Session) -> ExcInfo:
+    """The resumed task failed: the session shows the new exception and waits again."""
+    excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
+    log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
+    collective.abort_group()
+    session.reopen(excinfo)
+    return excinfo
 
 
 def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Any:
@@ -252,29 +346,23 @@ def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) ->
     raise error.with_traceback(excinfo[2])
 
 
-def _resume(call: Call, session: Session, planned: Resume | None) -> tuple[bool, Any]:
-    """Patch the edits in, run the task again: (True, result) or (False, new excinfo)."""
+def resume_inputs(
+    call: Call, session: Session, planned: Resume | None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Patch the edits in; the inputs to call the task with again."""
     session.running()
-    try:
-        summary = "no code changed"
-        if planned is not None:
-            planned.plan.apply()
-            session.patched(planned)
-            summary = planned.plan.summary()
-        args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
-        collective.reform_group()  # with the other ranks, which resume too
-        print(
-            f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): "
-            f"{summary}",
-            flush=True,
-        )
-        return True, call.fn(*args, **kwargs)
-    except NEVER_DEBUGGED:
-        raise
-    except BaseException:
-        excinfo = sys.exc_info()
-        log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
-        return False, excinfo
+    summary = "no code changed"
+    if planned is not None:
+        planned.plan.apply()
+        session.patched(planned)
+        summary = planned.plan.summary()
+    args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
+    collective.reform_group()  # with the other ranks, which resume too
+    print(
+        f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): {summary}",
+        flush=True,
+    )
+    return args, kwargs
 
 
 def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> NoReturn:
