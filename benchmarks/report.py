@@ -47,6 +47,14 @@ ABOUT: dict[str, tuple[str, str]] = {
         "the snapshot at each call of a 100 MiB NumPy array: over `max_snapshot_bytes` (64 MiB), "
         "so only fingerprinted (BLAKE3)",
         "`pickle.dumps` of the same argument"),
+    "async_loop_stall_ms": (
+        "longest extra gap of a 10 ms ticker coroutine while an `async def` task's session "
+        "opens (with code-server) and waits",
+        "the same program with podcode disabled (the failure caught, no session)"),
+    "flyte2_resume_to_result_s": (
+        "Flyte 2 local run (`flyte.run`): `POST /api/resume` of a failed async task to the "
+        "run's result",
+        "none: an absolute goal"),
     "resume_latency_s": (
         "`POST /api/resume` to the task running again with an edit patched in",
         "none: an absolute goal"),

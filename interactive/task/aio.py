@@ -84,7 +84,7 @@ async def _attempt(call: Call) -> Any:
 async def _session(call: Call, excinfo: ExcInfo | None) -> Any:
     """:func:`runner.debug_session`, awaited."""
     await _off_loop(settle)
-    session = runner.new_session(call, excinfo)
+    session = await _off_loop(runner.new_session, call, excinfo)  # its imports: off the loop
     unregister = runner.on_sigterm(session)
     final = Phase.FAILED
     try:
