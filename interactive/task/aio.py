@@ -89,14 +89,15 @@ async def _session(call: Call, excinfo: ExcInfo | None) -> Any:
     final = Phase.FAILED
     try:
         try:
-            await _off_loop(session.open, excinfo, call.fn, call.args, call.kwargs, call.snapshot)
-        except Exception as exc:
-            outcome = runner._without_session(call, excinfo, exc)  # startup: the coroutine
-            return await outcome if inspect.isawaitable(outcome) else outcome
-        try:
+            try:
+                await _off_loop(session.open, excinfo, call.fn, call.args, call.kwargs,
+                                call.snapshot)
+            except Exception as exc:
+                outcome = runner._without_session(call, excinfo, exc)  # startup: a coroutine
+                return await outcome if inspect.isawaitable(outcome) else outcome
             await _off_loop(runner._sync_checkpoints, call.ref)
             value = await _serve(call, session, excinfo)
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # while it opened or waited
             url = await _off_loop(session.save_edits)
             log.warning("%s was cancelled while its session waited%s", session.task.name,
                         f"; your edits are saved in {url}" if url else "")
