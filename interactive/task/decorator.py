@@ -80,18 +80,11 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
         if inspect.iscoroutinefunction(function):
             return _async_wrapper(function, ref, checked)
 
-        runner: Callable[..., Any] | None = None
-        decided = False
+        enabled_path = _read_once(_load_run_task)
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            nonlocal runner, decided
-            if not decided:  # the environment is read once, at the first call
-                if is_enabled():
-                    from interactive.task.runner import run_task
-
-                    runner = run_task
-                decided = True
+            runner = enabled_path()
             if runner is None:
                 token = current_task.set(ref.name)  # checkpoint_dir() works outside a pod too
                 try:
@@ -109,12 +102,13 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
 def _async_wrapper(function: Callable[..., Any], ref: TaskRef, checked: Settings) -> Any:
     """The wrapper of a coroutine function: a coroutine function too (frameworks check)."""
 
+    enabled_path = _read_once(_load_run_task_async)
+
     @functools.wraps(function)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if is_enabled():
-            from interactive.task.aio import run_task_async
-
-            return await run_task_async(function, ref, checked, args, kwargs)
+        runner = enabled_path()
+        if runner is not None:
+            return await runner(function, ref, checked, args, kwargs)
         token = current_task.set(ref.name)
         try:
             return await function(*args, **kwargs)
@@ -123,3 +117,28 @@ def _async_wrapper(function: Callable[..., Any], ref: TaskRef, checked: Settings
 
     setattr(wrapper, RAW_ATTRIBUTE, function)
     return wrapper
+
+
+def _load_run_task() -> Callable[..., Any]:
+    from interactive.task.runner import run_task
+
+    return run_task
+
+
+def _load_run_task_async() -> Callable[..., Any]:
+    from interactive.task.aio import run_task_async
+
+    return run_task_async
+
+
+def _read_once(load: Callable[[], Callable[..., Any]]) -> Callable[[], Callable[..., Any] | None]:
+    """The enabled path (``load()``) or None when podcode is off: the environment is read
+    once, at a wrapper's first call, and the answer kept."""
+    chosen: list[Callable[..., Any] | None] = []
+
+    def enabled_path() -> Callable[..., Any] | None:
+        if not chosen:
+            chosen.append(load() if is_enabled() else None)
+        return chosen[0]
+
+    return enabled_path
