@@ -46,6 +46,13 @@ debugpy_log.stderr.levels = set(debugpy_log.stderr.levels) | {"info"}
 debugpy_log.describe_environment("asked for")
 from vscode_config import templates
 compiled = templates.required.cache_info().currsize
+import jinja2
+from vscode_config.vscode import TEMPLATES
+compiles = []
+compile_source = jinja2.Environment._compile
+jinja2.Environment._compile = lambda env, source, name: compiles.append(name) or compile_source(env, source, name)
+for name in TEMPLATES:  # as render() finds them
+    templates.environment(False).get_template(name)
 warmup.settle()
 print(json.dumps({
     "during_task": during_task,
@@ -53,6 +60,7 @@ print(json.dumps({
     "session_hook": getattr(sys.breakpointhook, "__name__", ""),
     "reports": reports,
     "compiled": compiled,
+    "compiled_again": compiles,
 }))
 """
 
@@ -66,3 +74,6 @@ def test_warm_up_prepares_the_debugger_and_templates_without_taking_breakpoint()
     assert seen["session_hook"] in ("debugpy_breakpointhook", "pydevd_breakpointhook")
     assert seen["reports"] == ["asked for"]  # the environment report only for a log that keeps it
     assert seen["compiled"] == 3
+    # the session renders the templates compiled ahead (compiling them again holds the
+    # GIL long enough to stall an event loop while a session opens)
+    assert seen["compiled_again"] == []

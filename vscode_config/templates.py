@@ -8,9 +8,15 @@ import jinja2
 from jinja2 import meta
 
 
-@functools.cache
 def environment(autoescape: bool = False) -> jinja2.Environment:
-    """Templates with StrictUndefined: a missing value is an error, never an empty string."""
+    """Templates with StrictUndefined: a missing value is an error, never an empty string.
+    One per mode however it is asked for (``environment()`` is ``environment(False)``), so
+    that templates compiled ahead are the ones rendered."""
+    return _environment(bool(autoescape))
+
+
+@functools.cache
+def _environment(autoescape: bool) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("vscode_config", "templates"),
         undefined=jinja2.StrictUndefined,
