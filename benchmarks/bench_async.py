@@ -37,7 +37,7 @@ from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 
-RUNS = 3
+RUNS = 5
 WAIT_SECONDS = 2.0
 SETTLE_SECONDS = 3.0
 """Before the task fails: the warm-up of the first decorated call (imports on a thread,

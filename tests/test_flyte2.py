@@ -4,6 +4,8 @@ async tasks, fan-out with ``asyncio.gather``, run as its users do (``flyte run -
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -98,3 +100,59 @@ def test_flyte_run_local_fails_in_both_orders_and_resumes_to_the_fixed_result(
     assert job.wait_exit(timeout=120) == 0, job.output()
     # double(4) and square(2) fixed; square(0) and (1) had run with the old code
     assert "[8, 0, -2, 8]" in job.output(), job.output()
+
+
+IO_WORKFLOW = """\
+import flyte
+import pandas as pd
+from flyte.io import DataFrame, File
+from interactive import vscode
+
+env = flyte.TaskEnvironment(name="podcode_io")
+
+
+@env.task
+async def make() -> tuple[File, DataFrame]:
+    return (await File.from_local("count.txt"),
+            DataFrame.from_df(pd.DataFrame({"a": [1, 2, 3]})))
+
+
+@env.task
+@vscode(ide="none", port=0, control_port=0, debug_port=0, poll_seconds=0.2)
+async def use(f: File, df: DataFrame) -> int:
+    async with f.open("rb") as handle:
+        count = int(bytes(await handle.read()).decode())
+    frame = await df.open(pd.DataFrame).all()
+    return count * 100 + int(frame["a"].sum()) // 0
+
+
+@env.task
+async def main() -> int:
+    f, df = await make()
+    return await use(f, df)
+"""
+
+
+@pytest.mark.slow
+def test_file_and_dataframe_inputs_debug_again_and_resume(job: Job) -> None:
+    pytest.importorskip("pyarrow")
+    job.write("count.txt", "7")
+    job.write("wf.py", IO_WORKFLOW)
+    flyte_cli = str(Path(sys.executable).with_name("flyte"))
+    job.start(script=flyte_cli, args=["run", "--local", "wf.py", "main"])
+    [record] = wait_until(lambda: waiting(job.home) or None, "the session of use", timeout=120)
+    job.write("wf.py", IO_WORKFLOW.replace("// 0", "// 1"))
+
+    # "debug again", as VS Code runs it: a process of its own, outside the run's Flyte
+    # context; the captured File and DataFrame are read through a local one
+    launch = json.loads((job.workspace / ".vscode" / "launch.json").read_text())
+    [again] = [c for c in launch["configurations"] if c["request"] == "launch"
+               and "program" in c]
+    done = subprocess.run([again["python"], again["program"]], cwd=again["cwd"],
+                          env={**os.environ, **again["env"]}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert "wf.use returned 706" in done.stdout, done.stdout + done.stderr
+
+    assert resume(record)["patched"]
+    assert job.wait_exit(timeout=120) == 0, job.output()
+    assert "706" in job.output(), job.output()

@@ -98,23 +98,33 @@ def test_every_pod_knows_itself_and_is_never_restarted_behind_the_session() -> N
 PYTHON = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def flyte_cluster_example(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Import the page's pod-template example as a module (flytekit reads its source)."""
-    pytest.importorskip("flytekit")
-    [source] = [b for b in PYTHON.findall(DOC.read_text(encoding="utf-8")) if "PodTemplate(" in b]
-    (folder / "flyte_cluster_example.py").write_text(source, encoding="utf-8")
+SDKS = {"flytekit": ("from flytekit import PodTemplate", "PODCODE"),
+        "flyte": ("flyte.PodTemplate(", "PODCODE_POD")}
+"""Flyte 1 and Flyte 2: how each page example is told apart, and its template's name."""
+
+
+def flyte_cluster_example(folder: Path, monkeypatch: pytest.MonkeyPatch,
+                          sdk: str = "flytekit") -> dict[str, Any]:
+    """Import the page's pod-template example for ``sdk`` as a module (Flyte reads its
+    source)."""
+    pytest.importorskip(sdk)
+    marker, _ = SDKS[sdk]
+    [source] = [b for b in PYTHON.findall(DOC.read_text(encoding="utf-8")) if marker in b]
+    name = f"{sdk}_cluster_example"
+    (folder / f"{name}.py").write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.delitem(sys.modules, "flyte_cluster_example", raising=False)
-    return vars(importlib.import_module("flyte_cluster_example"))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return vars(importlib.import_module(name))
 
 
+@pytest.mark.parametrize("sdk", sorted(SDKS))
 def test_the_flyte_pod_template_is_a_valid_pod_with_what_podcode_needs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sdk: str
 ) -> None:
     from kubernetes.client import ApiClient
 
-    names = flyte_cluster_example(tmp_path, monkeypatch)
-    template = names["PODCODE"]
+    names = flyte_cluster_example(tmp_path, monkeypatch, sdk)
+    template = names[SDKS[sdk][1]]
     spec = ApiClient().sanitize_for_serialization(template.pod_spec)
     manifest = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "podcode"},
                 "template": {"metadata": {"annotations": template.annotations}, "spec": spec}}
@@ -139,3 +149,13 @@ def test_the_flyte_timeout_leaves_room_for_a_whole_session(
     session = int(env["PODCODE_MAX_IDLE_SECONDS"]) + int(env["PODCODE_GRACE_SECONDS"])
     assert timeout.total_seconds() > session
     assert names["normalize"].pod_template is names["PODCODE"]
+
+
+def test_the_flyte2_environment_uses_the_template_and_keeps_the_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = flyte_cluster_example(tmp_path, monkeypatch, "flyte")
+    assert names["env"].pod_template is names["PODCODE_POD"]
+    task = names["normalize"]
+    assert task.pod_template is names["PODCODE_POD"]  # the task inherits the environment's
+    assert task.func.__podcode_task__.__name__ == "normalize"

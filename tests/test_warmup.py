@@ -50,7 +50,10 @@ import jinja2
 from vscode_config.vscode import TEMPLATES
 compiles = []
 compile_source = jinja2.Environment._compile
-jinja2.Environment._compile = lambda env, source, name: compiles.append(name) or compile_source(env, source, name)
+def counted(env, source, name):
+    compiles.append(name)
+    return compile_source(env, source, name)
+jinja2.Environment._compile = counted
 for name in TEMPLATES:  # as render() finds them
     templates.environment(False).get_template(name)
 warmup.settle()

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+RAW_ATTRIBUTE = "__podcode_task__"
+"""The decorator stores the undecorated function under this attribute."""
 
 
 def folder_name(task: str) -> str:

@@ -44,13 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interactive.base.names import RAW_ATTRIBUTE
+
 log = logging.getLogger(__name__)
 
 Path_ = tuple[str, ...]
 """A definition's qualified name as parts: ``("Scaler", "apply")``, ``("f", "<locals>", "g")``."""
 
 LOCALS = "<locals>"
-UNWRAP_ATTRIBUTES = ("__podcode_task__", "__wrapped__", "task_function", "func", "__func__")
+UNWRAP_ATTRIBUTES = (RAW_ATTRIBUTE, "__wrapped__", "task_function", "func", "__func__")
 """Where decorators keep the function they wrap (podcode, functools.wraps, flytekit,
 staticmethod, classmethod, bound methods; Flyte 2 and partial keep it in ``func``)."""
 Function = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -22,10 +22,6 @@ from interactive.storage.workspace import Snapshot
 
 log = logging.getLogger(__name__)
 
-RAW_ATTRIBUTE = "__podcode_task__"
-"""The decorator stores the undecorated function under this attribute."""
-
-
 @dataclass(frozen=True)
 class ArgShape:
     """How the task was called: enough to check that a new signature still binds."""

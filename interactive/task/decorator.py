@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from interactive.base.context import current_task
-from interactive.base.names import task_name
+from interactive.base.names import RAW_ATTRIBUTE, task_name
 from interactive.base.settings import Settings, build_settings, is_enabled
 from interactive.base.types import TaskRef
 from interactive.distributed import collective
-from interactive.resume.plan import RAW_ATTRIBUTE
 from interactive.task import preempt
 
 F = TypeVar("F", bound=Callable[..., Any])
