@@ -25,6 +25,18 @@ MARKS = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium"),
 ]
 """Add ``pytest.mark.codeserver`` where the test also runs code-server."""
+VIEWPORT: ViewportSize = {"width": 1100, "height": 640}
+"""Small enough that a screenshot fits in the docs as it is."""
+
+
+async def log_in(page: Any, record: dict[str, Any]) -> None:
+    """Log in to the code-server of the session ``record`` and wait for its companion."""
+    await page.goto(record["code_server_url"])
+    await page.fill("input[type=password]", record["password"])
+    await page.click("input[type=submit], button[type=submit]")
+    await page.wait_for_selector(".monaco-workbench")
+    # The companion is up (on a busy machine the extension host takes a while).
+    await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
 
 
 @contextlib.asynccontextmanager

@@ -64,6 +64,21 @@ def test_the_workspace_file_wins_over_the_environment(tmp_path: Path) -> None:
     assert without_file["session"]["source"] == "environment"
 
 
+def test_the_code_servers_own_session_wins_over_the_newest(tmp_path: Path) -> None:
+    """Two sessions of one process share a workspace, each with its own code-server: each
+    code-server's companion serves the session that started it (PODCODE_SESSION_ID)."""
+    _session_file(tmp_path, 0o600, {"control_url": "http://127.0.0.1:2", "token": "newest"})
+    own = tmp_path / ".vscode" / "podcode" / "session-41-7.json"
+    own.parent.mkdir()
+    own.write_text(json.dumps({"control_url": "http://127.0.0.1:1", "token": "first"}))
+    own.chmod(0o600)
+    found = node(FIND, json.dumps([{"PODCODE_SESSION_ID": "41-7"}, [str(tmp_path)]]))
+    assert found["session"]["token"] == "first" and found["session"]["source"] == str(own)
+    for other in ("41-7-2", "../../x", ""):  # not its file, or not a session's name
+        found = node(FIND, json.dumps([{"PODCODE_SESSION_ID": other}, [str(tmp_path)]]))
+        assert found["session"]["token"] == "newest", other
+
+
 @pytest.mark.parametrize(
     ("mode", "data", "problem"),
     [

@@ -16,13 +16,11 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.browser import ARTIFACTS, MARKS, chromium_page
+from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in
 from tests.session_fixture import Job
 from tests.waiting import eventually
 
 playwright_api = pytest.importorskip("playwright.async_api")
-VIEWPORT = {"width": 1100, "height": 640}
-"""Small enough that a screenshot fits in the docs as it is."""
 
 pytestmark = [pytest.mark.codeserver, *MARKS]
 
@@ -50,15 +48,6 @@ BREAK_LINE = 9  # total += scale(value)
 RAISE_LINE = 11
 SLOW_CLOSE = ("did not close within", "could not stop the IDE")
 """What the session logs when the debugger held its threads while it closed."""
-
-
-async def _login(page: Any, record: dict[str, Any]) -> None:
-    await page.goto(record["code_server_url"])
-    await page.fill("input[type=password]", record["password"])
-    await page.click("input[type=submit], button[type=submit]")
-    await page.wait_for_selector(".monaco-workbench")
-    # The companion is up (on a busy machine the extension host takes a while).
-    await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
 
 
 async def _command(page: Any, title: str, pick: str | None = None) -> None:
@@ -112,7 +101,7 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
     async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
                              timeout_ms=120_000) as page:
         try:
-            await _login(page, record)
+            await log_in(page, record)
             # New listening ports: code-server would forward them (in seconds) and say so.
             listeners.extend(socket.create_server(("127.0.0.1", 0)) for _ in range(25))
 
@@ -218,7 +207,7 @@ async def test_a_second_window_takes_over_the_post_mortem_and_the_first_can_agai
     async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
                              timeout_ms=120_000) as first:
         try:
-            await _login(first, record)
+            await log_in(first, record)
             await _stopped_in_the_failed_frame(first)
             second = await first.context.new_page()
             await second.goto(record["code_server_url"])  # logged in: the same browser

@@ -224,3 +224,43 @@ def test_a_file_edited_during_the_session_is_kept(tmp_path: Path) -> None:
     assert settings.read_text() == '{"editor.fontSize": 18}\n'
     assert not (tmp_path / ".vscode" / "launch.json").exists()
     assert not (tmp_path / ".vscode" / "podcode-session.json").exists()
+
+
+def test_two_sessions_of_one_process_share_the_workspace_until_the_last_closes(
+    tmp_path: Path,
+) -> None:
+    """Each session's configurations and companion file are there while it is open; the
+    folder is put back when the last one closes."""
+    from interactive.session.vscode_files import restore_workspace
+
+    folder = tmp_path / ".vscode"
+    folder.mkdir()
+    (folder / "launch.json").write_text(USERS_LAUNCH)
+    left, right = TaskRef("m.left", "m", "left", None), TaskRef("m.right", "m", "right", None)
+    for task, session, port in ((left, "9-1", 8081), (right, "9-1-2", 8082)):
+        write_configurations(tmp_path, task, home=tmp_path / "home", debug=("127.0.0.1", 5678),
+                             control={"control_url": f"http://127.0.0.1:{port}", "token": port},
+                             session=session)
+
+    def names() -> set[str]:
+        return {c["name"] for c in json.loads((folder / "launch.json").read_text())
+                ["configurations"]}
+
+    def companion(name: str) -> dict:
+        return json.loads((folder / name).read_text())
+
+    assert {"mine", "podcode: attach to failed left (post-mortem)",
+            "podcode: attach to failed right (post-mortem)",
+            "podcode: debug left again with captured inputs",
+            "podcode: debug right again with captured inputs"} < names()
+    assert companion("podcode/session-9-1.json")["token"] == 8081
+    assert companion("podcode/session-9-1-2.json")["token"] == 8082
+    assert companion("podcode-session.json")["token"] == 8082  # the newest
+    restore_workspace(tmp_path, "9-1-2")
+    assert "podcode: debug right again with captured inputs" not in names()
+    assert "podcode: debug left again with captured inputs" in names()
+    assert not (folder / "podcode" / "session-9-1-2.json").exists()
+    assert companion("podcode-session.json")["token"] == 8081  # the one still open
+    restore_workspace(tmp_path, "9-1")
+    assert (folder / "launch.json").read_text() == USERS_LAUNCH
+    assert sorted(p.name for p in folder.iterdir()) == ["launch.json"]

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +35,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SESSION_FILE = "podcode-session.json"
+"""The companion's session (control URL and token): the newest session's, for an IDE
+that does not say which session it serves (a desktop VS Code)."""
+OWN_SESSION_FILE = "podcode/session-{}.json"
+"""Each session's own: the companion of the code-server a session starts reads the one
+named by ``PODCODE_SESSION_ID`` in its environment (several sessions of one process share
+a workspace, each with its own code-server)."""
 WRITTEN = Path("podcode") / "written.json"
 ORIGINALS = Path("podcode") / "originals"
 HIDDEN_ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +48,18 @@ HIDDEN_ROOT = Path(__file__).resolve().parents[1]
 its frames out of the call stack, so that the task's own frames stand out."""
 
 
-_users: dict[Path, set[str]] = {}
-"""The sessions of this process that wrote into each workspace: the last one restores it."""
+@dataclass
+class _Written:
+    """What one session wrote into a workspace: its launch configurations and its
+    companion file's content."""
+
+    launch: dict[str, Any]
+    companion: dict[str, str]
+
+
+_users: dict[Path, dict[str, _Written]] = {}
+"""The sessions of this process that wrote into each workspace, oldest first: launch.json
+holds the configurations of all of them; the last one to close restores the folder."""
 
 
 @dataclass(frozen=True)
@@ -123,9 +140,28 @@ def write_configurations(
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
-    _users.setdefault(workspace.resolve(), set()).add(session)
     with _locked(folder / "podcode"):
-        return _write(folder, source or workspace, task, home, debug, control, ranks, ide)
+        written = _write(folder, source or workspace, task, home, debug, ranks, ide)
+        sessions = _users.setdefault(workspace.resolve(), {})
+        sessions[session] = _Written(written, {**control, "task": task.name})
+        _write_shared(folder, sessions, session)
+        return folder / "launch.json"
+
+
+def _write_shared(folder: Path, sessions: dict[str, _Written], newest: str) -> None:
+    """launch.json with the configurations of every open session of the workspace, the
+    shared companion file (``newest``'s) and each session's own."""
+    configurations: dict[str, dict[str, Any]] = {}
+    for written in sessions.values():
+        for configuration in written.launch["configurations"]:
+            configurations.setdefault(configuration["name"], configuration)
+    ours = {"version": "0.2.0", "configurations": list(configurations.values()),
+            "compounds": [c for w in sessions.values() for c in w.launch.get("compounds", [])]}
+    _tracked(folder, "launch.json",
+             lambda path: write_json(path, vscode.merge_launch(_read_json(path), ours)))
+    write_json(folder / SESSION_FILE, sessions[newest].companion, mode=0o600)
+    for session, written in sessions.items():
+        write_json(folder / OWN_SESSION_FILE.format(session), written.companion, mode=0o600)
 
 
 def writable(folder: Path) -> bool:
@@ -133,9 +169,10 @@ def writable(folder: Path) -> bool:
     probe = folder / ".vscode"
     try:
         probe.mkdir(exist_ok=True)
-        test = probe / f".podcode-probe-{os.getpid()}"
-        test.write_bytes(b"")
-        test.unlink()
+        # a name of its own: sessions of one process probe at once
+        fd, test = tempfile.mkstemp(prefix=".podcode-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(test)
     except OSError:
         return False
     return True
@@ -154,10 +191,10 @@ def _write(
     task: TaskRef,
     home: Path,
     debug: tuple[str, int],
-    control: dict[str, str],
     ranks: Sequence[RankEndpoint],
     ide: str,
-) -> Path:
+) -> dict[str, Any]:
+    """The re-run script and settings.json written; the session's launch configurations."""
     script = folder / "podcode" / f"rerun_{folder_name(task.name)}.py"
     script.write_text(
         vscode.rerun_script(
@@ -181,15 +218,11 @@ def _write(
         debug_type=vscode.debug_type(ide),
         hidden_roots=[str(HIDDEN_ROOT)],
     )
-    launch = folder / "launch.json"
-    _tracked(folder, "launch.json",
-             lambda path: write_json(path, vscode.merge_launch(_read_json(path), ours)))
     ours_settings = vscode.workspace_settings(python=sys.executable)
     _tracked(folder, "settings.json", lambda path: write_json(
         path, vscode.merge_settings(_read_json(path), ours_settings)))
-    write_json(folder / SESSION_FILE, {**control, "task": task.name}, mode=0o600)
     _tracked(folder, ".gitignore", _ignore_ours)
-    return launch
+    return ours
 
 
 def _digest(path: Path) -> str:
@@ -227,11 +260,14 @@ def _tracked(folder: Path, name: str, write: Callable[[Path], None]) -> None:
 def restore_workspace(workspace: Path, session: str = "") -> None:
     """The session ended: ``.vscode`` as the user had it (see the module's docstring),
     once no other session of this process that wrote there is still open."""
-    users = _users.get(workspace.resolve(), set())
-    users.discard(session)
-    if users:
-        return
     folder = workspace / ".vscode"
+    users = _users.get(workspace.resolve(), {})
+    users.pop(session, None)
+    (folder / OWN_SESSION_FILE.format(session)).unlink(missing_ok=True)
+    if users:
+        with _locked(folder / "podcode"):  # the configurations of those still open
+            _write_shared(folder, users, next(reversed(users)))
+        return
     (folder / SESSION_FILE).unlink(missing_ok=True)  # the companion's token: useless now
     for name, entry in _written(folder).items():
         path = folder / name

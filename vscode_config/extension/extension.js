@@ -60,7 +60,7 @@ async function refresh() {
       return;
     }
     item.text = '$(debug-disconnect) podcode: no session';
-    item.tooltip = 'No podcode session found (.vscode/podcode-session.json, or PODCODE_CONTROL_URL/PODCODE_TOKEN)';
+    item.tooltip = 'No podcode session found (.vscode/podcode/session-<id>.json, .vscode/podcode-session.json, or PODCODE_CONTROL_URL/PODCODE_TOKEN)';
     item.backgroundColor = undefined;
     return;
   }

@@ -1,12 +1,24 @@
-// Where the control API is: the workspace file .vscode/podcode-session.json, which the
-// session writes (mode 0600: a file other users can read is refused), else
-// PODCODE_CONTROL_URL / PODCODE_TOKEN from the environment.
+// Where the control API is: the file of the session that started this code-server
+// (.vscode/podcode/session-<PODCODE_SESSION_ID>.json: several sessions of one process share
+// a workspace, each with its own code-server), else the workspace's newest session
+// (.vscode/podcode-session.json), else PODCODE_CONTROL_URL / PODCODE_TOKEN from the
+// environment. The session writes its files with mode 0600: one other users can read is
+// refused.
 'use strict';
 
 const fs = require('fs');
 const path = require('path');
 
 const SESSION_FILE = path.join('.vscode', 'podcode-session.json');
+const SESSION_ID = /^[0-9]+(-[0-9]+)*$/;
+
+// The files to look at in a workspace folder, the own session's first.
+function sessionFiles(env, folder) {
+  const id = env.PODCODE_SESSION_ID;
+  const own = id && SESSION_ID.test(id)
+    ? [path.join(folder, '.vscode', 'podcode', `session-${id}.json`)] : [];
+  return [...own, path.join(folder, SESSION_FILE)];
+}
 
 function fromEnvironment(env) {
   if (env.PODCODE_CONTROL_URL && env.PODCODE_TOKEN) {
@@ -42,12 +54,14 @@ function fromFile(file) {
 function findSession(env, folders) {
   const problems = [];
   for (const folder of folders) {
-    const found = fromFile(path.join(folder, SESSION_FILE));
-    if (found.session) {
-      return { session: found.session, problems };
-    }
-    if (found.problem) {
-      problems.push(found.problem);
+    for (const file of sessionFiles(env, folder)) {
+      const found = fromFile(file);
+      if (found.session) {
+        return { session: found.session, problems };
+      }
+      if (found.problem) {
+        problems.push(found.problem);
+      }
     }
   }
   return { session: fromEnvironment(env), problems };
