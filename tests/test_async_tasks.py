@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +75,13 @@ def ticks(job: Job) -> int:
         return 0
 
 
+def podcode(home: Path, *argv: str) -> tuple[int, str, str]:
+    done = subprocess.run([sys.executable, "-m", "interactive.cli", *argv], capture_output=True,
+                          env={**os.environ, "PODCODE_HOME": str(home)}, text=True, timeout=60,
+                          check=False)
+    return done.returncode, done.stdout, done.stderr
+
+
 def resume(record: dict[str, Any]) -> int:
     import urllib.request
 
@@ -95,8 +105,14 @@ def test_two_coroutines_fail_at_once_each_gets_its_session_and_the_loop_goes_on(
     wait_until(lambda: ticks(job) > before + 20, "the ticker to go on while both wait")
 
     job.write("job.py", GATHER.replace("v / factor", "v / (factor or 1)"))
+    # the CLI, as the engineer uses it: one task, one process, two sessions: by their id
+    code, _, listed = podcode(job.home, "resume", "--task", "scale")
+    assert code == 2 and "--session ID" in listed, listed
     for record in both:
-        assert resume(record) == 202
+        assert record["session"] in listed
+        code, _, err = podcode(job.home, "resume", "--task", "scale", "--session",
+                               record["session"])
+        assert code == 0, err
     assert job.wait_exit(timeout=60) == 0, job.output()
     # each resumed on its own inputs as at the call, not on what the failure left
     assert 'RESULT [[2.0, 4.0, 0.0], [6.0, 0.0], [4.0, 0.0]]' in job.output()

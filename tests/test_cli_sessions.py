@@ -40,13 +40,29 @@ def test_several_open_sessions_need_a_selector() -> None:
         choose([train, evaluate], None, None, "/h")
     assert raised.value.code == Exit.USAGE
     assert str(raised.value) == (
-        "2 sessions wait in /h: choose one with --task TASK or --pid PID "
+        "2 sessions wait in /h: choose one with --task TASK, --pid PID or --session ID "
         "(pid 1 jobs.train (waiting); pid 2 jobs.eval (waiting))")
     assert choose([train, evaluate], "eval", None, "/h") is evaluate
     assert choose([train, evaluate], "jobs.train", None, "/h") is train
     assert choose([train, evaluate], None, 2, "/h") is evaluate
     with pytest.raises(CliError, match=r"no session of task rain in /h \(sessions there: pid 1"):
         choose([train, evaluate], "rain", None, "/h")
+
+
+def test_sessions_of_one_task_in_one_process_are_told_apart_by_their_id() -> None:
+    """A fan-out (``asyncio.gather`` of one task) fails twice in one process: two sessions,
+    listed both (the home's copy of the first counts once), chosen with --session."""
+    first, second = (found(1, "wf.square", session=name) for name in ("1-1", "1-1-2"))
+    copies = unique([(f.where, dict(f.data)) for f in (first, second)]
+                    + [("home", dict(first.data))])
+    assert [where for where, _ in copies] == ["record-1", "record-1"]
+    assert [data["session"] for _, data in copies] == ["1-1", "1-1-2"]
+    with pytest.raises(CliError, match=r"--session ID \(pid 1 session 1-1 wf.square \(waiting\); "
+                                       r"pid 1 session 1-1-2 wf.square"):
+        choose([first, second], "wf.square", 1, "/h")
+    assert choose([first, second], "square", None, "/h", "1-1-2") is second
+    with pytest.raises(CliError, match="no session of task square and id 1-3"):
+        choose([first, second], "square", None, "/h", "1-3")
 
 
 def test_without_an_open_session_the_newest_is_reported() -> None:

@@ -129,10 +129,10 @@ SERVING = record.SessionRecord(
     state=Phase.WAITING, task="m.fit", error="ValueError: x", attempt=1, workspace="/src",
     config_root="/src", control_url="http://0.0.0.0:8081", token="tok", debug_host="0.0.0.0",
     debug_port=5678, code_server_url="http://0.0.0.0:8080/", password="pw", inputs="/in",
-    last_activity=12.5, pid=7, started=100.0,
+    last_activity=12.5, pid=7, started=100.0, session="7-100-2",
 )
 ENDED = record.SessionRecord(state=Phase.DONE, task="m.fit", error=None, workspace="/src",
-                             pid=7, started=100.0)
+                             pid=7, started=100.0, session="7-100")
 PLACEHOLDER = record.SessionRecord(state=Phase.RUNNING, rank={"rank": 1, "world_size": 2,
                                    "local_rank": 1, "local_world_size": 2}, pid=7, started=100.0)
 
@@ -143,12 +143,13 @@ def test_each_kind_of_record_is_written_with_the_keys_it_always_had() -> None:
         "workspace": "/src", "config_root": "/src", "control_url": "http://0.0.0.0:8081",
         "token": "tok", "debug": {"host": "0.0.0.0", "port": 5678},
         "code_server_url": "http://0.0.0.0:8080/", "password": "pw", "pid": 7, "started": 100.0,
-        "inputs": "/in", "last_activity": 12.5,
+        "inputs": "/in", "last_activity": 12.5, "session": "7-100-2",
     }
     ranked = replace(SERVING, rank=PLACEHOLDER.rank, leader=False).to_json()
     assert ranked["rank"] == PLACEHOLDER.rank and ranked["leader"] is False
     assert ENDED.to_json() == {"state": "done", "task": "m.fit", "error": None,
-                               "workspace": "/src", "pid": 7, "started": 100.0}
+                               "workspace": "/src", "pid": 7, "started": 100.0,
+                               "session": "7-100"}
     assert PLACEHOLDER.to_json() == {"state": "running", "rank": PLACEHOLDER.rank, "pid": 7,
                                      "started": 100.0}
 

@@ -134,6 +134,9 @@ class SessionRecord:
     leader: bool | None = None
     gone_at: float | None = None
     """When the process was found gone (``process_gone_at``); its secrets are cleared."""
+    session: str | None = None
+    """The session's id: ``<pid>-<start>``, then ``-2``, ``-3``... for the other sessions
+    of one process open at once (``--session`` chooses by it)."""
 
     @property
     def phase(self) -> Phase | None:
@@ -160,6 +163,8 @@ class SessionRecord:
         data: dict[str, Any] = {"state": str(self.state)}
         if self.task is not None:  # a session's record, not a rank's placeholder
             data.update(task=self.task, error=self.error, workspace=self.workspace)
+            if self.session is not None:
+                data["session"] = self.session
         if self.control_url:  # it serves: how to reach it
             data.update(
                 attempt=self.attempt,
@@ -220,6 +225,7 @@ class SessionRecord:
             rank=dict(raw_rank) if isinstance(raw_rank, dict) else None,
             leader=leader if isinstance(leader, bool) else None,
             gone_at=_number(data.get(GONE)),
+            session=_text(data, "session"),
         )
 
     @classmethod

@@ -114,16 +114,20 @@ class Found:
     def shown_state(self) -> str:
         return f"{self.state} (process gone)" if self.gone else self.state
 
-    def matches(self, task: str | None, pid: int | None) -> bool:
-        """Whether this is the session of ``task`` (its full name or a dotted tail of it)
-        and of process ``pid`` (None: any)."""
+    def matches(self, task: str | None, pid: int | None, session: str | None = None) -> bool:
+        """Whether this is the session of ``task`` (its full name, or a tail of it after a
+        dot or a script's colon: ``train`` for ``jobs/run.py:train``), of process ``pid``
+        and with id ``session`` (None: any)."""
         name = self.task or ""
-        if task is not None and name != task and not name.endswith(f".{task}"):
+        if task is not None and name != task and not name.endswith((f".{task}", f":{task}")):
+            return False
+        if session is not None and self.record.session != session:
             return False
         return pid is None or self.pid == pid
 
     def describe(self) -> str:
-        return f"pid {self.pid or '?'} {self.task or '?'} ({self.shown_state})"
+        named = f" session {self.record.session}" if self.record.session else ""
+        return f"pid {self.pid or '?'}{named} {self.task or '?'} ({self.shown_state})"
 
 
 def record_files(home: Path) -> list[Path]:
@@ -138,15 +142,16 @@ def record_files(home: Path) -> list[Path]:
 
 
 def unique(records: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
-    """One entry per process (its own record wins over the copies), sessions only: a rank's
-    placeholder written while its task runs has no control API yet and is left out."""
+    """One entry per session (its own record wins over the copies: the home's, a rank's),
+    several for a process with several open; sessions only: a rank's placeholder written
+    while its task runs has no control API yet and is left out."""
     seen: set[object] = set()
     kept = []
     for where, data in records:
         record = SessionRecord.from_json(data, where, serving=False)
         if not record.control_url and not record.ended:
             continue
-        key = (record.pid, record.started) if record.pid is not None else where
+        key = (record.pid, record.started, record.session) if record.pid is not None else where
         if key not in seen:
             seen.add(key)
             kept.append((where, data))

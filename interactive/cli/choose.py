@@ -1,4 +1,5 @@
-"""Which session a verb talks to when a home (or a pod) holds several: ``--task``/``--pid``."""
+"""Which session a verb talks to when a home (or a pod) holds several: ``--task``, ``--pid``
+and ``--session``."""
 
 from __future__ import annotations
 
@@ -23,24 +24,25 @@ class SessionGone(CliError):
         self.label = label
 
 
-def selector(task: str | None, pid: int | None) -> str:
+def selector(task: str | None, pid: int | None, session: str | None = None) -> str:
     parts = ([f"task {task}"] if task else []) + ([f"pid {pid}"] if pid else [])
-    return " and ".join(parts)
+    return " and ".join(parts + ([f"id {session}"] if session else []))
 
 
-def choose(found: Sequence[Found], task: str | None, pid: int | None, where: str) -> Found:
+def choose(found: Sequence[Found], task: str | None, pid: int | None, where: str,
+           session: str | None = None) -> Found:
     """The one open session that matches; else, when none is open, the newest match (ended
     or gone, for the caller to report). A usage error when several open ones match."""
-    matching = [f for f in found if f.matches(task, pid)]
+    matching = [f for f in found if f.matches(task, pid, session)]
     if not matching:
         there = "; ".join(f.describe() for f in found) or "none"
-        raise CliError(f"no session of {selector(task, pid)} in {where} (sessions there: "
-                       f"{there})", Exit.NOT_FOUND)
+        raise CliError(f"no session of {selector(task, pid, session)} in {where} (sessions "
+                       f"there: {there})", Exit.NOT_FOUND)
     open_ = [f for f in matching if f.open]
     if len(open_) > 1:
         listed = "; ".join(f.describe() for f in sorted(open_, key=lambda f: f.started))
-        raise CliError(f"{len(open_)} sessions wait in {where}: choose one with --task TASK "
-                       f"or --pid PID ({listed})", Exit.USAGE)
+        raise CliError(f"{len(open_)} sessions wait in {where}: choose one with --task TASK, "
+                       f"--pid PID or --session ID ({listed})", Exit.USAGE)
     return open_[0] if open_ else max(matching, key=lambda f: f.started)
 
 

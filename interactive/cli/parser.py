@@ -78,6 +78,9 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         "the one of this task (module.function, or its last part)")
     parser.add_argument("--pid", type=_pid, help="when several sessions wait: the one of "
                         "this process")
+    parser.add_argument("--session", metavar="ID", help="when several sessions of one "
+                        "process wait (a fan-out of one task): the one with this id (the "
+                        "choices are listed when it is needed)")
     return parser
 
 

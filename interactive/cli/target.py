@@ -88,7 +88,7 @@ def pod_record(cluster: Cluster, info: SessionInfo,
     records = unique(cluster.read_session_records(info, args.container))
     found = [Found(where, data, None) for where, data in records]
     base = f"pod {info.namespace}/{info.pod}"
-    chosen = choose(found, args.task, args.pid, base)
+    chosen = choose(found, args.task, args.pid, base, args.session)
     name = label(base, found, chosen)
     return name, usable(chosen, name)
 
@@ -133,7 +133,7 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
             f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "
             "the session's folder"
         )
-    chosen = choose(found, args.task, args.pid, str(home))
+    chosen = choose(found, args.task, args.pid, str(home), args.session)
     name = label("local session", found, chosen)
     record = usable(chosen, name)
     path = Path(chosen.where)

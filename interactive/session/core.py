@@ -503,6 +503,7 @@ class Session:
         return SessionRecord(
             state=self.state.state,
             task=self.task.name,
+            session=self.id,
             error=self.state.error,
             attempt=self.state.attempt,
             workspace=str(self.workspace),
@@ -522,13 +523,9 @@ class Session:
 
     def _end_record(self) -> SessionRecord:
         """What the record says once the session closed: how to reach it is gone."""
-        return SessionRecord(
-            state=self.state.state,
-            task=self.task.name,
-            error=self.state.error,
-            workspace=str(self.workspace),
-            **process_identity(),
-        )
+        return SessionRecord(state=self.state.state, task=self.task.name, session=self.id,
+                             error=self.state.error, workspace=str(self.workspace),
+                             **process_identity())
 
     def close(self, final_state: Phase | str) -> None:
         """Stop everything this session started; safe to call twice. Every step runs, even
