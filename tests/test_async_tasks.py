@@ -158,6 +158,51 @@ def test_cancelling_the_awaiting_task_ends_its_session_with_the_edits_saved(job:
     assert [r["state"] for r in records(job.home)] == ["failed"]
 
 
+TIMEOUT = """\
+import asyncio
+from pathlib import Path
+from interactive import vscode
+
+
+@vscode(ide="none", port=0, control_port=0, debug_port=0, poll_seconds=0.2)
+async def broken() -> int:
+    return 1 // 0
+
+
+async def expire(deadline: asyncio.Timeout) -> None:
+    while not Path("expire").exists():
+        await asyncio.sleep(0.05)
+    deadline.reschedule(asyncio.get_running_loop().time())  # the deadline is now
+
+
+async def main() -> None:
+    try:
+        async with asyncio.timeout(None) as deadline:
+            watcher = asyncio.create_task(expire(deadline))
+            await broken()
+    except TimeoutError:
+        await watcher
+        print("TIMED OUT")
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_a_timeout_while_the_session_waits_ends_it_with_the_edits_saved(job: Job) -> None:
+    job.write("job.py", TIMEOUT)
+    job.start()
+    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
+    job.write("job.py", TIMEOUT.replace("1 // 0", "1 // 1"))
+    (job.workspace / "expire").touch()
+    assert job.wait_exit(timeout=60) == 0, job.output()
+    output = job.output()
+    assert "TIMED OUT" in output  # the caller's timeout, as without podcode
+    assert "was cancelled while its session waited; your edits are saved in" in output
+    assert [r["state"] for r in records(job.home)] == ["failed"]
+
+
 SIGTERM_IN_THREAD = """\
 import threading
 from interactive import vscode
