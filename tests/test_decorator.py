@@ -2,6 +2,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import get_type_hints
 
 import pytest
@@ -67,3 +71,44 @@ def test_enabled_success_returns_value_and_opens_nothing(
     assert add(2, 3) == 5
     assert not (podcode_home / "session.json").exists()
     assert not (podcode_home / "inputs").exists()  # capture happens only on failure
+
+
+DRIVER = """\
+import sys
+import cloudpickle
+from interactive import vscode
+
+
+@vscode
+def add_one(x):
+    return x + 1
+
+
+@vscode
+async def add_two(x):
+    return x + 2
+
+
+print(add_one(0))  # the driver calls it first (podcode off here): the worker decides anew
+with open(sys.argv[1], "wb") as out:
+    cloudpickle.dump((add_one, add_two), out)
+"""
+WORKER = """\
+import asyncio, pickle, sys
+add_one, add_two = pickle.load(open(sys.argv[1], "rb"))
+print(add_one(1), asyncio.run(add_two(1)), add_one.__podcode_task__(5))
+"""
+
+
+def test_a_task_defined_in_a_script_pickles_by_value_and_decides_anew(tmp_path: Path) -> None:
+    """cloudpickle (Ray, Flyte, multiprocessing frameworks) ships a function of ``__main__``
+    by value, closure and globals: nothing process-local may be in the wrapper."""
+    pytest.importorskip("cloudpickle")
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = {**os.environ, "PODCODE_ENABLE": "0"}
+    shipped = tmp_path / "task.pkl"
+    subprocess.run([sys.executable, "driver.py", str(shipped)], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, text=True)
+    worker = subprocess.run([sys.executable, "-c", WORKER, str(shipped)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, check=False)
+    assert worker.stdout.split() == ["2", "3", "6"], worker.stderr

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from interactive.base.context import current_task
+from interactive.base import context
 from interactive.base.names import RAW_ATTRIBUTE, task_name
 from interactive.base.settings import Settings, build_settings, is_enabled
 from interactive.base.types import TaskRef
@@ -84,12 +85,12 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             runner = enabled_path()
-            if runner is None:
-                token = current_task.set(ref.name)  # checkpoint_dir() works outside a pod too
+            if runner is None:  # checkpoint_dir() works outside a pod too
+                token = context.current_task.set(ref.name)
                 try:
                     return function(*args, **kwargs)
                 finally:
-                    current_task.reset(token)
+                    context.current_task.reset(token)
             return runner(function, ref, checked, args, kwargs)
 
         setattr(wrapper, RAW_ATTRIBUTE, function)
@@ -108,11 +109,11 @@ def _async_wrapper(function: Callable[..., Any], ref: TaskRef, checked: Settings
         runner = enabled_path()
         if runner is not None:
             return await runner(function, ref, checked, args, kwargs)
-        token = current_task.set(ref.name)
+        token = context.current_task.set(ref.name)
         try:
             return await function(*args, **kwargs)
         finally:
-            current_task.reset(token)
+            context.current_task.reset(token)
 
     setattr(wrapper, RAW_ATTRIBUTE, function)
     return wrapper
@@ -132,12 +133,18 @@ def _load_run_task_async() -> Callable[..., Any]:
 
 def _read_once(load: Callable[[], Callable[..., Any]]) -> Callable[[], Callable[..., Any] | None]:
     """The enabled path (``load()``) or None when podcode is off: the environment is read
-    once, at a wrapper's first call, and the answer kept."""
-    chosen: list[Callable[..., Any] | None] = []
+    once per process, at a wrapper's first call there, and the answer kept.
+
+    Nothing process-local is held (a lock, a ContextVar: ``context`` is reached through its
+    module): cloudpickle ships a task of ``__main__`` by value, closure and globals, to
+    another process (Ray, Flyte), which decides for itself."""
+    chosen: dict[int, Callable[..., Any] | None] = {}
 
     def enabled_path() -> Callable[..., Any] | None:
-        if not chosen:
-            chosen.append(load() if is_enabled() else None)
-        return chosen[0]
+        pid = os.getpid()
+        if pid not in chosen:
+            chosen.clear()  # another process's answer, shipped with the wrapper
+            chosen[pid] = load() if is_enabled() else None
+        return chosen[pid]
 
     return enabled_path
