@@ -160,3 +160,28 @@ def test_a_failing_pod_is_logged_and_never_stops_the_session(
     assert "could not label the pod waiting" in caplog.text
     assert "could not label the pod failed" in caplog.text
     assert record.read_session(tmp_path)["state"] == "failed"  # type: ignore[index]
+
+
+def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_person(
+    loop: LoopThread, tmp_path: Path
+) -> None:
+    """A session that waits keeps the pod findable while another one of its process runs
+    again or ends; the last one to end says how it ended."""
+    pod = FakePod()
+    pod.release.set()
+    first, second = (Publisher(loop, home=tmp_path, base_home=tmp_path, leader=True,
+                               session=name) for name in ("9-1", "9-1-2"))
+    first.publish(lambda: serving(Phase.WAITING))
+    loop.call(first.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
+    second.publish(lambda: serving(Phase.WAITING))
+    loop.call(second.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
+    second.publish(lambda: serving(Phase.RESUMING))  # the other one still waits
+    second.publish(lambda: serving(Phase.RUNNING))
+    second.close()
+    second.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
+    first.publish(lambda: serving(Phase.RESUMING))  # alone now
+    first.close()
+    first.finish(SessionRecord(Phase.FAILED, task="m.fit", **process_identity()))
+    assert pod.calls == [("mark", "waiting"), ("mark", "waiting"), ("state", "waiting"),
+                         ("state", "waiting"), ("state", "waiting"), ("state", "resuming"),
+                         ("state", "failed")]

@@ -194,3 +194,19 @@ def test_one_session_path() -> None:
     assert record.session_path(Path("/h")) == Path("/h/session.json")
     assert record.session_path(environ={"PODCODE_HOME": "/elsewhere"}) == Path(
         "/elsewhere/session.json")
+
+
+def test_sessions_of_one_process_get_their_own_ids_and_know_of_each_other() -> None:
+    from interactive.base.identity import claim_session_id, others_open, release_session_id
+
+    first = claim_session_id()
+    second = claim_session_id()
+    try:
+        assert first == own_session_id() and second == f"{first}-2"
+        assert others_open(first) and others_open(second)  # a reap keeps the pod for the other
+        release_session_id(second)
+        assert not others_open(first)  # alone: its cleanup may delete the pod
+        assert claim_session_id() == second  # the name is given again
+    finally:
+        release_session_id(first)
+        release_session_id(second)

@@ -86,6 +86,12 @@ def claim_session_id() -> str:
     return name
 
 
+def others_open(name: str) -> bool:
+    """Whether a session of this process other than ``name`` is open."""
+    with _ids_lock:
+        return bool(_open_ids - {name})
+
+
 def release_session_id(name: str) -> None:
     """The session ``name`` closed: its name may be given again."""
     with _ids_lock:

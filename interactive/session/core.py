@@ -28,6 +28,7 @@ from interactive.base.errors import ResumeConflict, SessionError
 from interactive.base.identity import (
     SESSION_VARIABLE,
     claim_session_id,
+    others_open,
     process_identity,
     release_session_id,
 )
@@ -418,7 +419,7 @@ class Session:
             snapshot=self.snapshot,
             store=store,
             ide=self.ide,
-            pod=self.pod,
+            pod=None if others_open(self.id) else self.pod,  # they keep it: their IDE, task
             notifier=notifier,
             clock=self.clock,
         )

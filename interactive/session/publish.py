@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,6 +49,33 @@ class MarkedPod(Protocol):
     ) -> None: ...
 
     def set_state(self, state: str) -> Any: ...
+
+
+PRECEDENCE = (Phase.WAITING, Phase.WARNED, Phase.REAPING, Phase.RESUMING, Phase.RUNNING,
+              Phase.FAILED, Phase.DONE)
+"""Several sessions of one process label one pod: with the phase that most asks for a
+person (a session that waits stays findable by ``podcode list`` while another one runs
+or has ended)."""
+_phases: weakref.WeakKeyDictionary[Publisher, str] = weakref.WeakKeyDictionary()
+"""The phase of each open session of this process: what the pod's label sums up."""
+_phases_lock = threading.Lock()
+
+
+def pod_phase(phases: list[str]) -> str:
+    """The pod's label for the phases of its process's open sessions (never empty)."""
+    rank = {str(phase): i for i, phase in enumerate(PRECEDENCE)}
+    return min(phases, key=lambda phase: rank.get(phase, len(rank)))
+
+
+def _label_for(session: Publisher, phase: str | None) -> str | None:
+    """Record ``session``'s phase (None: it ended) and return the pod's label: the sum of
+    the open sessions' phases, or None when none is left open."""
+    with _phases_lock:
+        if phase is None:
+            _phases.pop(session, None)
+        else:
+            _phases[session] = phase
+        return pod_phase(list(_phases.values())) if _phases else None
 
 
 class Publisher:
@@ -91,9 +119,9 @@ class Publisher:
             current = build()
             self._write(current)
             self.phase = current.state
-            if self.pod is not None:
-                state = str(current.state)
-                self._spawn(self._set_state(state), f"label the pod {state}")
+            label = _label_for(self, str(current.state))
+            if self.pod is not None and label is not None:
+                self._spawn(self._set_state(label), f"label the pod {label}")
 
     async def mark_pod(
         self, pod: MarkedPod, *, task: str, owner: str | None, ports: Mapping[str, int]
@@ -102,7 +130,7 @@ class Publisher:
         now on its label follows each phase published, in order."""
         async with self._pod_lock:
             self.pod = pod  # a phase published from now on is labelled after this mark
-            state = str(self.phase)
+            state = _label_for(self, str(self.phase)) or str(self.phase)
             await asyncio.to_thread(
                 lambda: pod.mark_session(
                     task=task, state=state, owner=owner, ports=ports, home=str(self.home)
@@ -136,12 +164,12 @@ class Publisher:
         session ended. Runs here, synchronously."""
         with self._write_lock:
             self.phase = final.state
+            label = _label_for(self, None) or str(final.state)  # the others', if open
             if self.pod is not None:
                 try:
-                    self.pod.set_state(str(final.state))
+                    self.pod.set_state(label)
                 except Exception:
-                    log.exception("publishing the session: could not label the pod %s",
-                                  final.state)
+                    log.exception("publishing the session: could not label the pod %s", label)
             if self.recorded:
                 self._write(final)
 
