@@ -203,6 +203,43 @@ def test_a_timeout_while_the_session_waits_ends_it_with_the_edits_saved(job: Job
     assert [r["state"] for r in records(job.home)] == ["failed"]
 
 
+SWALLOWED = """\
+import asyncio
+from interactive import vscode
+
+
+@vscode(ide="none", port=0, control_port=0, debug_port=0, poll_seconds=0.2)
+async def broken() -> int:
+    return 1 // 0
+
+
+async def main() -> None:  # as Flyte 2's controller does: every error becomes the task's
+    try:
+        await broken()
+    except BaseException as exc:
+        print("CAUGHT", type(exc).__name__, flush=True)
+    await asyncio.sleep(3600)
+
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_process_even_when_a_framework_catches_system_exit(job: Job) -> None:
+    job.write("job.py", SWALLOWED)
+    job.start()
+    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
+    job.write("job.py", SWALLOWED.replace("1 // 0", "1 // 1"))
+    assert job.proc is not None
+    job.proc.send_signal(signal.SIGTERM)
+    assert job.wait_exit(timeout=60) == 143, job.output()
+    output = job.output()
+    assert "CAUGHT SystemExit" in output and "ending the process now" in output
+    saved = [p for p in (job.home / "store" / "edits").rglob("*") if p.is_file()]
+    assert any("1 // 1" in p.read_text(errors="replace") for p in saved), output
+
+
 SIGTERM_IN_THREAD = """\
 import threading
 from interactive import vscode

@@ -107,6 +107,7 @@ async def _session(call: Call, excinfo: ExcInfo | None) -> Any:
     finally:
         unregister()
         await _off_loop(session.close, final)
+        preempt.exit_soon()  # after SIGTERM: SystemExit may be caught above us
 
 
 async def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, NoReturn
 
-from interactive.base.threads import run_in_thread
+from interactive.base.threads import run_in_thread, start_thread
 
 logger = logging.getLogger(__name__)
 
@@ -255,12 +255,38 @@ def leave(
     raise SystemExit(exit_status())
 
 
+EXIT_FALLBACK_SECONDS = 5.0
+"""After SIGTERM, how long ``SystemExit`` has to end the process (through the frameworks
+between the task and the top: asyncio's tasks, Flyte's controller) before the process is
+ended without it. What had to be saved is saved; the pod is going anyway."""
+
+
+def exit_soon() -> None:
+    """After SIGTERM, on the way out of a coroutine's session: ``SystemExit`` goes up
+    through code podcode does not own, which may catch it (Flyte 2's controller turns it
+    into a task error and its run waits on); the process ends
+    :data:`EXIT_FALLBACK_SECONDS` later if it is still there."""
+    if not check_alive():
+        start_thread(_exit_if_still_here, "exit")
+
+
+def _exit_if_still_here() -> None:
+    threading.Event().wait(EXIT_FALLBACK_SECONDS)
+    logger.warning("SIGTERM: SystemExit(%d) was caught on its way out (by a framework?); "
+                   "ending the process now", exit_status())
+    _exit_now()
+
+
 def exit_from_thread() -> None:
     """After SIGTERM, in a thread other than the main one, once its session has closed: end
     the process with status 143 (``SystemExit`` would end only this thread; the pod is
     going, and what had to be saved is saved)."""
     if check_alive() or threading.current_thread() is threading.main_thread():
         return
+    _exit_now()
+
+
+def _exit_now() -> NoReturn:
     logging.shutdown()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
