@@ -205,9 +205,15 @@ def machine_lines(results: dict[str, Any]) -> list[str]:
     host = results.get("machine", {})
     load = host.get("load_average")
     after = host.get("load_average_after")
+    reruns = [
+        f"- Run again {rerun['started']} in {rerun['seconds']} s ({rerun['modules_failed']} "
+        f"failed), their figures replacing the earlier ones: {', '.join(rerun['modules'])}."
+        for rerun in results.get("reruns", [])
+    ]
     return [
         f"- Measured {results.get('started', '?')} in {results.get('seconds', '?')} s "
         f"({results.get('modules_failed', 0)} benchmark modules failed).",
+        *reruns,
         f"- Machine: {host.get('cores', '?')} cores ({host.get('cpu_model', '?')}), "
         f"{host.get('memory_gib', '?')} GiB, {host.get('platform', '?')}, "
         f"{host.get('python', '?')}.",

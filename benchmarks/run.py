@@ -10,7 +10,9 @@ baseline it says so (``baseline`` is null and the goal is absolute).
 The file holds ``{"machine", "started", "finished", "figures"}``;
 ``benchmarks/report.py`` turns it into docs/performance.md.
 
-Run: ``python benchmarks/run.py [name ...]`` (only the modules whose name contains one).
+Run: ``python benchmarks/run.py [name ...]`` (only the modules whose name contains one);
+``--merge`` keeps the figures of the other modules from the results file (to run one
+module again after it failed, say): each figure says when its module ran (``ran``).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _show(entry: dict[str, Any]) -> str:
     )
 
 
-def main(names: list[str]) -> int:
+def main(names: list[str], merge: bool = False) -> int:
     figures: list[dict[str, Any]] = []
     failed = 0
     started = time.time()
@@ -67,18 +69,28 @@ def main(names: list[str]) -> int:
             traceback.print_exc()
             failed += 1
             continue
+        ran = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        entries = [entry | {"ran": ran} for entry in entries]
         for entry in entries:
             print(_show(entry), flush=True)
         figures.extend(entries)
         print(f"   ({time.perf_counter() - clock:.1f}s)", flush=True)
     host["load_average_after"] = machine()["load_average"]
-    results = {
+    results: dict[str, Any] = {
         "machine": host,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 1),
         "modules_failed": failed,
         "figures": figures,
     }
+    if merge and RESULTS.exists():
+        earlier = json.loads(RESULTS.read_text())
+        run_now = {entry["module"] for entry in figures}
+        kept = [entry for entry in earlier["figures"] if entry.get("module") not in run_now]
+        rerun = {"modules": sorted(run_now), "started": results["started"],
+                 "seconds": results["seconds"], "modules_failed": failed}
+        results = {**earlier, "figures": sorted(kept + figures, key=lambda e: e["module"]),
+                   "reruns": [*earlier.get("reruns", []), rerun]}
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {RESULTS} ({len(figures)} figures, {failed} benchmark modules failed)")
     return 1 if failed else 0
@@ -87,4 +99,7 @@ def main(names: list[str]) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Run the benchmarks; write results.json.")
     parser.add_argument("names", nargs="*", help="only the modules whose name contains one")
-    raise SystemExit(main(parser.parse_args().names))
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other modules' figures from the results file")
+    arguments = parser.parse_args()
+    raise SystemExit(main(arguments.names, arguments.merge))
