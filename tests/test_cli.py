@@ -160,7 +160,7 @@ def test_resume_keepalive_abort_a_pod(in_pod: LiveSession, console: Console) -> 
     assert run(["resume", "train-0", "-n", "ml"], console) == Exit.OK
     assert run(["abort", "train-0", "-n", "ml", "-o", "json"], console) == Exit.OK
     assert in_pod.controls.calls == [("keepalive", 600.0), "resume", "abort"]
-    assert json.loads(output(console).split("\n", 2)[-1])["session"] == "pod ml/train-0"
+    assert json.loads(output(console)[output(console).index("{"):])["session"] == "pod ml/train-0"
 
 
 # --- error paths of every verb ----------------------------------------------------------------

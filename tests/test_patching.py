@@ -216,7 +216,45 @@ def test_changed_closure_variables_are_refused(module: ModuleType) -> None:
 def test_a_file_no_module_was_loaded_from_plans_nothing(tmp_path: Path) -> None:
     path = tmp_path / "never_imported.py"
     path.write_text("x = 1\n")
-    assert plan([(path, "x = 1\n", "x = 2\n")]).changes == []
+    patch = plan([(path, "x = 1\n", "x = 2\n")])
+    assert patch.changes == [] and patch.not_loaded == ["never_imported.py"]
+    assert patch.summary() == "nothing patched; not loaded in this process: never_imported.py"
+
+
+def shipped_by_value(module: ModuleType, name: str) -> object:
+    """``module.name`` as another process gets it from cloudpickle (Ray ships a driver's
+    tasks so): a copy with globals of its own, which no module holds."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        payload = cloudpickle.dumps(getattr(module, name))
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+    return cloudpickle.loads(payload)
+
+
+def test_a_task_shipped_by_value_is_patched_with_its_helpers(module: ModuleType) -> None:
+    module.uses_scale = None
+    path = Path(module.__file__ or "")
+    old = path.read_text()
+    path.write_text(old + "\n\ndef task(v):\n    return scale(v) + 1\n")
+    importlib.reload(module)
+    copy = shipped_by_value(module, "task")
+    assert copy.__globals__ is not vars(module) and copy(1) == 3
+    before = path.read_text()
+    after = before.replace("return v * 2", "return v * 10").replace(
+        "return scale(v) + 1", "return scale(v) + 5")
+    path.write_text(after)
+
+    missed = plan([(path, before, after)])  # the module alone: the copy is not found
+    missed.apply()
+    assert copy(1) == 3
+
+    patch = plan([(path, before, after)], [copy])
+    patch.apply()
+    assert copy(1) == 15, "the copy and the helper it carries get the new code"
+    assert "pt_mod.task" in patch.patched and patch.not_loaded == []
 
 
 def test_a_definition_patched_twice_is_named_once() -> None:

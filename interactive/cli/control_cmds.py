@@ -120,6 +120,11 @@ def _resumed_lines(label: str, answer: dict[str, Any]) -> str:
     lines = [f"Resumed {label}: the task runs again with your edits."]
     if answer.get("patched"):
         lines.append("  patched: " + ", ".join(answer["patched"]))
+    else:
+        lines.append("  nothing patched: no definition that runs in the task's process changed")
+    if answer.get("not_loaded"):
+        lines.append("  not loaded in the task's process (nothing patched there): "
+                     + ", ".join(answer["not_loaded"]))
     if answer.get("not_executed"):
         lines.append("  not run again (top-level statements):")
         lines.extend(f"    {statement}" for statement in answer["not_executed"])

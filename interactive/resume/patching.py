@@ -22,6 +22,11 @@ loaded from a file path (``pyflyte run wf.py``). So podcode patches instead:
   a syntax error) refuses the whole resume, naming the definition: running the
   old code again would only fail the same way.
 
+A file's definitions are found in every module loaded from it and, for a task shipped
+by value (cloudpickle: Ray, a task of ``__main__`` sent to another process), in the
+globals that the unpickling made for it, which no module holds. An edited file that
+nothing in this process was loaded from is named in the report: nothing is patched.
+
 Planning (:func:`plan`) reads and compiles; nothing changes in the program until
 :meth:`Plan.apply`. Nested functions that are alive on their own (a task defined
 inside another function) are found through the garbage collector, once per
@@ -103,6 +108,8 @@ class Plan:
     not_executed: list[str] = field(default_factory=list)
     """Changed top-level statements left alone: ``file:line: statement``."""
     changes: list[Change] = field(default_factory=list)
+    not_loaded: list[str] = field(default_factory=list)
+    """Edited files that no code of this process was loaded from: nothing patched there."""
     replaced: dict[int, tuple[types.CodeType, Defaults]] = field(default_factory=dict)
     """New code and defaults by ``id()`` of the function object that will get them."""
 
@@ -129,26 +136,83 @@ class Plan:
         if name not in self.patched:
             self.patched.append(name)
 
+    def report(self) -> dict[str, list[str]]:
+        """What the resume does, for the control API's answer and the IDE."""
+        return {"patched": self.patched, "not_executed": self.not_executed,
+                "not_loaded": self.not_loaded}
+
     def summary(self) -> str:
-        parts = []
-        if self.patched:
-            parts.append("patched " + ", ".join(self.patched))
+        parts = ["patched " + ", ".join(self.patched) if self.patched else "nothing patched"]
         if self.not_executed:
             parts.append("not executed (top-level statements): " + "; ".join(self.not_executed))
-        return "; ".join(parts) or "no code changed"
+        if self.not_loaded:
+            parts.append("not loaded in this process: " + ", ".join(self.not_loaded))
+        return "; ".join(parts)
 
 
-def plan(edits: Iterable[tuple[Path, str, str]]) -> Plan:
-    """The plan for ``(file, old text, new text)`` of each edited file.
+@dataclass(frozen=True)
+class Namespace:
+    """Where the definitions of one file live in this process: a module's dict, or the
+    globals that unpickling made for functions shipped by value."""
+
+    name: str
+    filename: str
+    globals: dict[str, Any]
+    shipped: tuple[types.FunctionType, ...] = ()
+    """Shipped by value: the tasks themselves (their copy holds only the globals they use,
+    so a definition it lacks is not refused: it does not run here)."""
+
+    @classmethod
+    def of_module(cls, module: types.ModuleType) -> Namespace:
+        return cls(module.__name__, str(module.__file__), vars(module))
+
+
+def plan(
+    edits: Iterable[tuple[Path, str, str]], tasks: Iterable[Callable[..., Any]] = ()
+) -> Plan:
+    """The plan for ``(file, old text, new text)`` of each edited file; ``tasks`` are the
+    running tasks, whose globals are searched too when they were shipped by value.
 
     Raises :class:`Unpatchable` naming the first definition that cannot be patched."""
     result = Plan()
     for path, old, new in edits:
         if path.suffix != ".py" or old == new:
             continue
-        for module in modules_of(path):
-            FilePatcher(module, path, old, new, result).plan()
+        namespaces = namespaces_of(path, tasks)
+        if not namespaces:
+            result.not_loaded.append(path.name)
+        for namespace in namespaces:
+            FilePatcher(namespace, path, old, new, result).plan()
     return result
+
+
+def namespaces_of(path: Path, tasks: Iterable[Callable[..., Any]] = ()) -> list[Namespace]:
+    """The modules loaded from ``path``, then the by-value globals of ``tasks`` compiled
+    from it (each namespace once)."""
+    found = [Namespace.of_module(module) for module in modules_of(path)]
+    wanted = _resolved(str(path))
+    for task in tasks:
+        for function in unwrap(task):
+            namespace = function.__globals__
+            if any(namespace is seen.globals for seen in found):
+                continue
+            module = sys.modules.get(function.__module__)
+            if module is not None and vars(module) is namespace:
+                continue  # by reference: its module was searched
+            filenames = (function.__code__.co_filename, namespace.get("__file__"))
+            if any(_same_file(name, path, wanted) for name in filenames):
+                found.append(Namespace(function.__module__, str(path), namespace, (function,)))
+    return found
+
+
+def _same_file(filename: object, path: Path, wanted: Path | None) -> bool:
+    """Whether ``filename`` (a code object's, or a module's ``__file__``; cloudpickle may
+    write ``<dynamic-code>`` in the first) is ``path``."""
+    return (
+        isinstance(filename, str)
+        and os.path.basename(filename) == path.name
+        and _resolved(filename) == wanted
+    )
 
 
 def modules_of(path: Path) -> list[types.ModuleType]:
@@ -160,7 +224,7 @@ def modules_of(path: Path) -> list[types.ModuleType]:
         filename = getattr(module, "__file__", None)
         if not isinstance(module, types.ModuleType) or not isinstance(filename, str):
             continue
-        if os.path.basename(filename) == path.name and _resolved(filename) == wanted:
+        if _same_file(filename, path, wanted):
             found.append(module)  # the name first: resolving every module's path is slow
     return found
 
@@ -251,9 +315,10 @@ def code_objects(code: types.CodeType, prefix: Path_ = ()) -> CodeIndex:
 class FilePatcher:
     """Plans the changes of one edited file for one module loaded from it."""
 
-    def __init__(self, module: types.ModuleType, path: Path, old: str, new: str, plan: Plan):
-        self.module = module
-        self.filename = str(getattr(module, "__file__", path))
+    def __init__(self, namespace: Namespace, path: Path, old: str, new: str, plan: Plan):
+        self.namespace = namespace
+        self.globals = namespace.globals
+        self.filename = namespace.filename
         self.display = path.name
         self.result = plan
         self.old_tree = _parse(old, self.filename, "before the edit")
@@ -286,6 +351,8 @@ class FilePatcher:
             self._refuse(new, "its decorators changed")
         code = self._new_code(new)
         functions = self._live_functions(old)
+        if not functions and self.namespace.shipped and not new.nested:
+            return  # a copy shipped by value runs only what it holds
         if not functions and not new.nested:  # a nested one is made anew by its encloser
             self._refuse(new, "no running function was found for it")
         for function in functions:
@@ -315,7 +382,7 @@ class FilePatcher:
         source = ast.Module(body=[node], type_ignores=[])
         if isinstance(node, ast.ClassDef) or not parent:
             code = compile(source, self.filename, "exec")
-            namespace = vars(owner) if not parent else None
+            namespace = self.globals if not parent else None
             if namespace is None:
                 self._refuse(new, "a class defined inside a class cannot be added in place")
 
@@ -347,13 +414,13 @@ class FilePatcher:
 
         def build() -> Any:
             function = types.FunctionType(
-                code, vars(self.module), code.co_name, defaults[0], closure or None
+                code, self.globals, code.co_name, defaults[0], closure or None
             )
             function.__kwdefaults__ = defaults[1]
             function.__qualname__ = ".".join(new.path)
             value: Any = function
             for decorator in reversed(decorators):
-                value = eval(decorator, vars(self.module))(value)  # noqa: S307 - the user's source
+                value = eval(decorator, self.globals)(value)  # noqa: S307 - the user's source
             return value
 
         return build
@@ -384,13 +451,13 @@ class FilePatcher:
 
     def _evaluate(self, expression: ast.expr) -> Any:
         code = compile(ast.Expression(body=expression), self.filename, "eval")
-        return eval(code, vars(self.module))  # noqa: S307 - a default from the user's source
+        return eval(code, self.globals)  # noqa: S307 - a default from the user's source
 
     # -- finding what runs --------------------------------------------------------------
     def _live_owner(self, path: Path_, new: Definition) -> Any:
-        owner: Any = self.module
+        owner: Any = self.namespace
         for part in path:
-            owner = vars(owner).get(part)
+            owner = self._member(owner, part)
             if owner is None:
                 self._refuse(new, f"{'.'.join(path)} is not defined in the running program")
         return owner
@@ -400,13 +467,19 @@ class FilePatcher:
         decorator chains; nested ones through the code object they were made from."""
         if old.nested:
             return self._nested_functions(old)
-        value: Any = self.module
+        value: Any = self.namespace
         for part in old.path:
-            value = vars(value).get(part) if hasattr(value, "__dict__") else None
+            value = self._member(value, part)
         name = old.path[-1]
         found = [f for f in unwrap(value) if f.__code__.co_name == name]
         same_line = [f for f in found if f.__code__.co_firstlineno == old.first_line]
         return same_line or found
+
+    def _member(self, owner: Any, name: str) -> Any:
+        if owner is self.namespace:
+            shipped = [f for f in self.namespace.shipped if f.__qualname__ == name]
+            return self.globals.get(name, shipped[0] if shipped else None)
+        return vars(owner).get(name) if hasattr(owner, "__dict__") else None
 
     def _nested_functions(self, old: Definition) -> list[types.FunctionType]:
         outer = next(i for i, part in enumerate(old.path) if part == LOCALS) - 1
@@ -433,7 +506,7 @@ class FilePatcher:
                 continue
             if is_constant_assignment(stmt):
                 names = [t.id for t in ast.walk(stmt) if isinstance(t, ast.Name)]
-                self.result.add_patched(f"{self.module.__name__}.{names[0]}")
+                self.result.add_patched(f"{self.namespace.name}.{names[0]}")
                 self.result.changes.append(self._run_statement(stmt, names[0]))
                 continue
             text = ast.unparse(stmt).split("\n")[0]
@@ -442,7 +515,7 @@ class FilePatcher:
     def _run_statement(self, stmt: ast.stmt, label: str) -> Change:
         """A statement that only binds names (an import, a constant): safe to run again."""
         code = compile(ast.Module(body=[stmt], type_ignores=[]), self.filename, "exec")
-        namespace = vars(self.module)
+        namespace = self.globals
 
         def run() -> None:
             exec(code, namespace)  # noqa: S102 - a statement from the engineer's own file
@@ -450,7 +523,7 @@ class FilePatcher:
         return Change(label, run)
 
     def _qualified(self, definition: Definition) -> str:
-        return f"{self.module.__name__}.{definition.name}"
+        return f"{self.namespace.name}.{definition.name}"
 
     def _refuse(self, definition: Definition, reason: str) -> Any:
         raise self._refusal(definition, reason)

@@ -62,7 +62,7 @@ def plan_resume(base: Snapshot, task: Callable[..., Any], shape: ArgShape) -> Re
     be applied, or why the captured inputs no longer fit the task."""
     after = Snapshot.take(base.root)
     try:
-        patch = plan(edits_since(base))
+        patch = plan(edits_since(base), [task])
     except Unpatchable as exc:
         raise ResumeConflict(f"cannot resume: {exc}") from None
     problem = binding_problem(patch.preview(task), shape)

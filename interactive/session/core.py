@@ -164,10 +164,7 @@ class Session:
         self._record()
         self.commands.put(Command(CommandKind.RESUME, planned))
         self._tell_peers(CommandKind.RESUME, peer)
-        return {
-            "patched": planned.plan.patched,
-            "not_executed": planned.plan.not_executed,
-        }
+        return planned.plan.report()
 
     def patched(self, planned: Resume) -> None:
         """The plan was applied: the next resume patches what changes after it."""

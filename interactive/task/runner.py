@@ -351,7 +351,7 @@ def resume_inputs(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Patch the edits in; the inputs to call the task with again."""
     session.running()
-    summary = "no code changed"
+    summary = "nothing patched (no code changed)"
     if planned is not None:
         planned.plan.apply()
         session.patched(planned)

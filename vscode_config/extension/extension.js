@@ -95,6 +95,16 @@ async function refresh() {
   }
 }
 
+function resumeSummary(body) {
+  const report = body || {};
+  const parts = [report.patched && report.patched.length
+    ? `patched ${report.patched.join(', ')}` : 'nothing patched'];
+  if (report.not_loaded && report.not_loaded.length) {
+    parts.push(`not loaded in the task's process: ${report.not_loaded.join(', ')}`);
+  }
+  return parts.join('; ');
+}
+
 async function resume() {
   const session = currentSession();
   if (!session) {
@@ -105,7 +115,7 @@ async function resume() {
     const answer = await client.resume(session);
     if (answer.status === 202) {
       lastState = 'resuming';
-      vscode.window.showInformationMessage('podcode: resuming the workflow with your edits');
+      vscode.window.showInformationMessage(`podcode: resuming the workflow with your edits (${resumeSummary(answer.body)})`);
     } else {
       const reason = answer.body && answer.body.error ? answer.body.error : `status ${answer.status}`;
       vscode.window.showErrorMessage(`podcode: resume refused: ${reason}`);
