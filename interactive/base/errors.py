@@ -44,3 +44,15 @@ class Reaped(PodcodeError):
 
 class Preempted(PodcodeError):
     """The pod was told to stop (SIGTERM) while the session waited."""
+
+
+def add_note(error: BaseException, note: str) -> None:
+    """Add ``note`` to the traceback Python prints for ``error`` (3.10 has no add_note,
+    but prints ``__notes__`` all the same)."""
+    notes = getattr(error, "__notes__", None)
+    if hasattr(error, "add_note"):
+        error.add_note(note)
+    elif isinstance(notes, list):
+        notes.append(note)
+    else:
+        error.__notes__ = [note]

@@ -57,9 +57,12 @@ Path_ = tuple[str, ...]
 """A definition's qualified name as parts: ``("Scaler", "apply")``, ``("f", "<locals>", "g")``."""
 
 LOCALS = "<locals>"
-UNWRAP_ATTRIBUTES = (RAW_ATTRIBUTE, "__wrapped__", "task_function", "func", "__func__")
+UNWRAP_ATTRIBUTES = (
+    RAW_ATTRIBUTE, "__wrapped__", "task_function", "func", "__func__", "_function",
+)
 """Where decorators keep the function they wrap (podcode, functools.wraps, flytekit,
-staticmethod, classmethod, bound methods; Flyte 2 and partial keep it in ``func``)."""
+staticmethod, classmethod, bound methods; Flyte 2 and partial keep it in ``func``, Ray's
+remote functions in ``_function``)."""
 Function = (ast.FunctionDef, ast.AsyncFunctionDef)
 Defaults = tuple[tuple[Any, ...] | None, dict[str, Any] | None]
 """A function's ``__defaults__`` and ``__kwdefaults__``."""
@@ -111,6 +114,10 @@ class Plan:
     not_loaded: list[str] = field(default_factory=list)
     """Edited files that no code of this process was loaded from: nothing patched there."""
     replaced: dict[int, tuple[types.CodeType, Defaults]] = field(default_factory=dict)
+    unfound: dict[tuple[str, str], Unpatchable] = field(default_factory=dict)
+    """Changed definitions not running in one namespace of their file, by file and name."""
+    found: set[tuple[str, str]] = field(default_factory=set)
+    """Changed definitions running in some namespace, by file and name."""
     """New code and defaults by ``id()`` of the function object that will get them."""
 
     def preview(self, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -183,6 +190,9 @@ def plan(
             result.not_loaded.append(path.name)
         for namespace in namespaces:
             FilePatcher(namespace, path, old, new, result).plan()
+    for where, refusal in result.unfound.items():
+        if where not in result.found:  # a module imported on the side lacks what a copy runs
+            raise refusal
     return result
 
 
@@ -351,10 +361,12 @@ class FilePatcher:
             self._refuse(new, "its decorators changed")
         code = self._new_code(new)
         functions = self._live_functions(old)
-        if not functions and self.namespace.shipped and not new.nested:
+        if not functions and not new.nested and self.namespace.shipped:
             return  # a copy shipped by value runs only what it holds
         if not functions and not new.nested:  # a nested one is made anew by its encloser
-            self._refuse(new, "no running function was found for it")
+            self.result.unfound.setdefault((self.filename, new.name), self._refusal(
+                new, "no running function was found for it"))
+            return  # refused by plan() unless another namespace of the file runs it
         for function in functions:
             if function.__code__.co_freevars != code.co_freevars:
                 self._refuse(
@@ -363,6 +375,7 @@ class FilePatcher:
                     f"({', '.join(function.__code__.co_freevars) or 'none'} -> "
                     f"{', '.join(code.co_freevars) or 'none'})",
                 )
+        self.result.found.add((self.filename, new.name))
         defaults = self._defaults(new)
         self.result.replaced.update((id(f), (code, defaults)) for f in functions)
         if not _same(old.node, new.node):
@@ -467,6 +480,9 @@ class FilePatcher:
         decorator chains; nested ones through the code object they were made from."""
         if old.nested:
             return self._nested_functions(old)
+        shipped = [f for f in self.namespace.shipped if f.__qualname__ == old.name]
+        if shipped:
+            return shipped
         value: Any = self.namespace
         for part in old.path:
             value = self._member(value, part)
@@ -477,8 +493,7 @@ class FilePatcher:
 
     def _member(self, owner: Any, name: str) -> Any:
         if owner is self.namespace:
-            shipped = [f for f in self.namespace.shipped if f.__qualname__ == name]
-            return self.globals.get(name, shipped[0] if shipped else None)
+            return self.globals.get(name)
         return vars(owner).get(name) if hasattr(owner, "__dict__") else None
 
     def _nested_functions(self, old: Definition) -> list[types.FunctionType]:

@@ -15,7 +15,7 @@ from interactive.base.names import RAW_ATTRIBUTE, task_name
 from interactive.base.settings import Settings, build_settings, is_enabled
 from interactive.base.types import TaskRef
 from interactive.distributed import collective
-from interactive.task import preempt
+from interactive.task import preempt, travel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,10 +46,36 @@ def _check_callable(fn: Callable[..., Any]) -> None:
         )
 
 
-def _framework_task(obj: Any) -> bool:
-    """A framework's task object that keeps the user's function in ``.func`` (Flyte 2's
-    ``@env.task``): ``@vscode`` over it wraps that function in place."""
-    return not inspect.isroutine(obj) and inspect.isfunction(getattr(obj, "func", None))
+FRAMEWORK_ATTRIBUTES = ("func", "_function")
+"""Where frameworks' task objects keep the user's function: Flyte 2's ``@env.task`` in
+``.func``, Ray's remote function in ``._function`` (pickled at its first ``.remote()``)."""
+
+
+def _framework_task(obj: Any) -> str | None:
+    """The attribute of a framework's task object that holds the user's function (None:
+    not such an object): ``@vscode`` over it wraps that function in place."""
+    if inspect.isroutine(obj) or inspect.isclass(obj):
+        return None
+    return next((a for a in FRAMEWORK_ATTRIBUTES if inspect.isfunction(getattr(obj, a, None))),
+                None)
+
+
+def _actor_class(obj: Any) -> type | None:
+    """The class behind ``obj`` whose methods ``@vscode`` wraps: a class (under
+    ``@ray.remote``), or the class a Ray actor class was made from."""
+    metadata = getattr(obj, "__ray_metadata__", None)
+    if metadata is not None:
+        return getattr(metadata, "modified_class", None)
+    return obj if inspect.isclass(obj) else None
+
+
+def _wrap_methods(cls: type, decorate: Callable[[Any], Any]) -> None:
+    """Every method the class defines itself (not dunders: ``__init__`` failing has no
+    instance to resume on), wrapped where it is defined."""
+    for name, value in list(vars(cls).items()):
+        if name.startswith("__") or not inspect.isfunction(value):
+            continue
+        setattr(cls, name, decorate(value))
 
 
 @overload
@@ -67,20 +93,26 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     docs/configuration.md. Settings are checked now, when the decorator is applied.
     """
     checked = build_settings(settings)
+    carried = travel.Carried.here()
     if is_enabled():  # before the task's init_process_group, which reads it
         collective.prefer_raised_nccl_errors()
         preempt.install_ahead()  # a session waiting on any thread is woken by SIGTERM
 
     def decorate(function: Any) -> Any:
-        if _framework_task(function):
-            function.func = decorate(function.func)
+        attribute = _framework_task(function)
+        if attribute is not None:
+            setattr(function, attribute, decorate(getattr(function, attribute)))
+            return function
+        actor = _actor_class(function)
+        if actor is not None:
+            _wrap_methods(actor, decorate)
             return function
         _check_callable(function)
         ref = task_ref(function, checked.workspace)
         if inspect.iscoroutinefunction(function):
-            return _async_wrapper(function, ref, checked)
+            return _async_wrapper(function, ref, checked, carried)
 
-        enabled_path = _read_once(_load_run_task)
+        enabled_path = _read_once(_load_run_task, carried)
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,10 +131,12 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     return decorate if fn is None else decorate(fn)
 
 
-def _async_wrapper(function: Callable[..., Any], ref: TaskRef, checked: Settings) -> Any:
+def _async_wrapper(
+    function: Callable[..., Any], ref: TaskRef, checked: Settings, carried: travel.Carried
+) -> Any:
     """The wrapper of a coroutine function: a coroutine function too (frameworks check)."""
 
-    enabled_path = _read_once(_load_run_task_async)
+    enabled_path = _read_once(_load_run_task_async, carried)
 
     @functools.wraps(function)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -131,19 +165,23 @@ def _load_run_task_async() -> Callable[..., Any]:
     return run_task_async
 
 
-def _read_once(load: Callable[[], Callable[..., Any]]) -> Callable[[], Callable[..., Any] | None]:
+def _read_once(
+    load: Callable[[], Callable[..., Any]], carried: travel.Carried
+) -> Callable[[], Callable[..., Any] | None]:
     """The enabled path (``load()``) or None when podcode is off: the environment is read
     once per process, at a wrapper's first call there, and the answer kept.
 
     Nothing process-local is held (a lock, a ContextVar: ``context`` is reached through its
     module): cloudpickle ships a task of ``__main__`` by value, closure and globals, to
-    another process (Ray, Flyte), which decides for itself."""
+    another process (Ray, Flyte), which decides for itself, with the settings ``carried``
+    from where the decorator was applied (:mod:`interactive.task.travel`)."""
     chosen: dict[int, Callable[..., Any] | None] = {}
 
     def enabled_path() -> Callable[..., Any] | None:
         pid = os.getpid()
         if pid not in chosen:
             chosen.clear()  # another process's answer, shipped with the wrapper
+            carried.arrive()
             chosen[pid] = load() if is_enabled() else None
         return chosen[pid]
 

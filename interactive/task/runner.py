@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from interactive.base.context import current_task
-from interactive.base.errors import InputsError, Reaped
+from interactive.base.errors import InputsError, Reaped, add_note
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings, podcode_home
 from interactive.base.types import ExcInfo, TaskRef
@@ -86,7 +86,12 @@ def first_call(
         preempt.install_ahead()
         warm_up()
         _join_pod()
-    return Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
+    call = Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
+    if "ray" in sys.modules:  # a Ray worker runs the job's copy of the code
+        from interactive.ray.worker import adapt
+
+        call = adapt(call)
+    return call
 
 
 def _snapshot(
@@ -169,6 +174,11 @@ def _attempt(call: Call) -> Any:
     except BaseException:
         excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
     _leave_if_preempted(call)  # the pod is going: no session, checkpoint and go
+    if "ray" in sys.modules:
+        from interactive.ray import bugs, worker
+
+        if worker.in_worker():  # one session per bug across the job
+            return bugs.handle(call, excinfo, debug_session)
     return debug_session(call, excinfo)
 
 
@@ -335,15 +345,8 @@ def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) ->
         log.warning("%s; the task runs without one", why)
         return call.fn(*call.args, **call.kwargs)
     log.error("%s", why)
-    error = excinfo[1]
-    notes = getattr(error, "__notes__", None)
-    if hasattr(error, "add_note"):
-        error.add_note(why)
-    elif isinstance(notes, list):  # Python 3.10: no add_note, same attribute
-        notes.append(why)
-    else:
-        error.__notes__ = [why]
-    raise error.with_traceback(excinfo[2])
+    add_note(excinfo[1], why)
+    raise excinfo[1].with_traceback(excinfo[2])
 
 
 def resume_inputs(

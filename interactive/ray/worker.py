@@ -1,0 +1,116 @@
+"""A task running in a Ray worker: which copy of the code it runs, and where the IDE opens.
+
+With ``runtime_env={"working_dir": ...}`` each node unpacks the job's files into a
+folder of its own and starts its workers there: modules the task imports come from that
+copy. A function of the driver's script is shipped by value (cloudpickle): its code
+names the driver's file (or ``<dynamic-code>``), which on another machine does not
+exist. Both are brought to one place: the copy. The IDE opens the copy, the by-value
+code is told it lives there (tracebacks, the debugger and resume all see the copy's
+file), and the edits are saved to the store from there, as for any session.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from interactive.resume.patching import unwrap
+
+if TYPE_CHECKING:
+    from interactive.task.runner import Call
+
+log = logging.getLogger(__name__)
+
+DYNAMIC = "<dynamic-code>"
+"""The file name cloudpickle 3.1.3 gives code it ships by value."""
+
+
+def in_worker() -> bool:
+    """Whether this process is a Ray worker running a task or an actor (not a driver)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return False
+    from ray._private.worker import WORKER_MODE, global_worker
+
+    return bool(global_worker.mode == WORKER_MODE)
+
+
+def working_dir() -> Path | None:
+    """The node's copy of the job's ``working_dir`` (the worker runs in it), if any."""
+    import ray
+
+    env = ray.get_runtime_context().runtime_env
+    return Path.cwd() if env.get("working_dir") else None
+
+
+def adapt(call: Call) -> Call:
+    """``call`` as a Ray worker runs it: the IDE opens the ``working_dir`` copy and the
+    task's by-value code names its file there."""
+    if not in_worker():
+        return call
+    root = working_dir()
+    if root is None:
+        return call
+    source = relocate(call.fn, root)
+    ref = replace(call.ref, source=str(source)) if source is not None else call.ref
+    settings = call.settings
+    if settings.workspace is None:
+        settings = replace(settings, workspace=root)
+    return replace(call, ref=ref, settings=settings)
+
+
+def in_copy(filename: str, root: Path) -> Path | None:
+    """The copy's file for ``filename`` of the driver's machine: the longest tail of its
+    path that exists under ``root`` (``jobs/train.py`` before ``train.py``)."""
+    parts = Path(filename).parts
+    for start in range(1, len(parts)):
+        candidate = root.joinpath(*parts[start:])
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def relocate(task: Any, root: Path) -> Path | None:
+    """Point the by-value code of ``task`` (and of the functions shipped with it) at the
+    copy's file; that file (None: the task is not by value, or its file is not there)."""
+    for function in unwrap(task):
+        namespace = function.__globals__
+        module = sys.modules.get(function.__module__)
+        if module is not None and vars(module) is namespace:
+            continue  # imported by reference: already the copy's module
+        origin = str(namespace.get("__file__") or function.__code__.co_filename)
+        target = in_copy(origin, root) if origin != DYNAMIC else None
+        if target is None:
+            continue
+        if Path(origin).resolve() == target.resolve():
+            return target
+        moved = _point_at(namespace, function, {origin, DYNAMIC}, str(target))
+        namespace["__file__"] = str(target)
+        log.info("shipped by value from %s: %s run as %s", origin, moved, target)
+        return target
+    return None
+
+
+def _point_at(
+    namespace: dict[str, Any], task: types.FunctionType, old: set[str], new: str
+) -> int:
+    """Give the task and the functions in its globals the file ``new``; how many."""
+    functions = [task, *(v for v in namespace.values() if isinstance(v, types.FunctionType))]
+    for cls in (v for v in namespace.values() if isinstance(v, type)):
+        functions.extend(f for v in vars(cls).values() for f in unwrap(v))
+    moved = {id(f): f for f in functions if f.__code__.co_filename in old}
+    for function in moved.values():
+        function.__code__ = _renamed(function.__code__, old, new)
+    return len(moved)
+
+
+def _renamed(code: types.CodeType, old: set[str], new: str) -> types.CodeType:
+    consts = tuple(
+        _renamed(c, old, new) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    filename = new if code.co_filename in old else code.co_filename
+    return code.replace(co_filename=filename, co_consts=consts)

@@ -1,0 +1,190 @@
+"""Ray, as its users run it: a real local cluster started with ``ray start`` (no PODCODE_*
+in its environment), a driver with a ``working_dir``, remote functions in both decorator
+orders, defined in the driver script (shipped by value) and in a module, an actor."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ray_cluster import Cluster, ray_cluster
+from tests.waiting import wait_until
+
+pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+PODCODE = str(Path(sys.executable).with_name("podcode"))
+SETTINGS = 'dict(ide="none", port=0, control_port=0, debug_port=0, poll_seconds=0.2)'
+
+MAP = f"""\
+import ray
+from interactive import vscode
+from helpers import bonus
+
+SETTINGS = {SETTINGS}
+
+
+def share(x):
+    return 12 / x
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def work(x):
+    return share(x) + bonus(x)
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    print("RESULT", ray.get([work.remote(x) for x in (1, 0, 0, 0)]), flush=True)
+"""
+HELPERS = "def bonus(x):\n    return x + 10\n"
+
+SHAPES = f"""\
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@vscode(**SETTINGS)
+@ray.remote(max_retries=0)
+def ratio(x):
+    return 10 / x
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.total = 0
+
+    @vscode(**SETTINGS)
+    def add(self, x):
+        self.total += 10 / x
+        return self.total
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    print("OPTIONS", ray.get(ratio.options(num_cpus=0.5).remote(5)), flush=True)
+    counter = Counter.remote()
+    print("ACTOR", ray.get(counter.add.remote(2)), flush=True)
+    print("RESULT", ray.get([ratio.remote(0), counter.add.remote(0)]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with ray_cluster() as running:
+        yield running
+
+
+class Driver:
+    """A driver script run as users run it (``python driver.py``), its output in a file."""
+
+    def __init__(self, cluster: Cluster, folder: Path, files: dict[str, str]) -> None:
+        self.project, self.home = folder / "project", folder / "home"
+        self.project.mkdir()
+        for name, text in files.items():
+            (self.project / name).write_text(text)
+        self.log = folder / "driver.log"
+        self.env = cluster.driver_env(PODCODE_ENABLE="1", PODCODE_HOME=str(self.home))
+        with self.log.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "driver.py"], cwd=self.project, env=self.env, stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def records(self, state: str | None = None) -> list[dict[str, Any]]:
+        found = []
+        for path in (self.home / "sessions").glob("*/session.json"):
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if state is None or record.get("state") == state:
+                found.append(record)
+        return found
+
+    def podcode(self, *args: str) -> str:
+        env = {**self.env, "PODCODE_ENABLE": "0"}
+        done = subprocess.run([PODCODE, *args], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+
+    def finish(self) -> str:
+        try:
+            self.process.wait(120)
+        finally:
+            self.stop()
+        assert self.process.returncode == 0, self.output()[-3000:]
+        return self.output()
+
+
+def test_one_session_per_bug_and_every_task_gets_the_fix(cluster: Cluster, tmp_path: Path) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": MAP, "helpers.py": HELPERS})
+    try:
+        (record,) = wait_until(lambda: driver.records("waiting"), "the session", 120, 0.2)
+        wait_until(lambda: "waits for its outcome" in driver.output(),
+                   "a task waiting on the first one's session", 60, 0.2)
+        assert len(driver.records()) == 1, "one bug, one session"
+        workspace = Path(record["workspace"])
+        assert workspace in cluster.copies(), "the IDE opens the node's working_dir copy"
+        script = workspace / "driver.py"
+        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
+        helpers = workspace / "helpers.py"
+        helpers.write_text(helpers.read_text().replace("x + 10", "x + 100"))
+
+        said = driver.podcode("resume")
+
+        assert "__main__.share" in said and "helpers.bonus" in said, said
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RESULT [23.0, 103.0, 103.0, 103.0]" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert output.count("fixed in its session; this task runs again") == 2
+    assert str(workspace) + "/driver.py" in output, "tracebacks name the copy's file"
+    patch = driver.podcode("edits", "driver.py:work")
+    assert "+    return 12 / (x or 4)" in patch and "helpers.py" in patch, patch
+
+
+def test_both_orders_options_and_an_actor_resumed_on_its_state(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": SHAPES})
+    try:
+        records = wait_until(lambda: len(driver.records("waiting")) == 2 and
+                             driver.records("waiting"), "two sessions", 120, 0.2)
+        tasks = sorted(r["task"] for r in records)
+        assert tasks == ["driver.py:Counter.add", "driver.py:ratio"]
+        assert "OPTIONS 2.0" in driver.output() and "ACTOR 5.0" in driver.output()
+        for record in records:
+            said = driver.podcode("resume", "--session", record["session"])
+            assert "nothing patched" in said, said  # no edit yet: said so, not "fixed"
+        wait_until(lambda: len(driver.records("waiting")) == 2 and
+                   driver.output().count("failed again") == 2, "both waiting again", 60, 0.2)
+        script = Path(records[0]["workspace"]) / "driver.py"
+        script.write_text(script.read_text().replace("10 / x", "10 / (x or 5)"))
+        for record in records:
+            said = driver.podcode("resume", "--session", record["session"])
+            assert "patched" in said and "nothing patched" not in said, said
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RESULT [2.0, 7.0]" in output, output[-3000:]  # the actor kept its total, 5

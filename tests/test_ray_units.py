@@ -1,0 +1,143 @@
+"""The Ray parts that need no cluster: the bug board, bug keys, the working_dir copy,
+settings that travel with a task, and ``@vscode`` over framework objects and classes."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from interactive import vscode
+from interactive.base.names import RAW_ATTRIBUTE
+from interactive.base.types import ExcInfo
+from interactive.ray.bugs import FAILED, FIXED, OPEN, WAIT, Board, bug_key
+from interactive.ray.worker import in_copy, relocate
+from interactive.task.travel import Carried
+
+
+def failure(divisor: int) -> ExcInfo:
+    try:
+        if divisor:
+            raise ValueError("here")
+        raise ValueError("there")
+    except ValueError as exc:
+        return (type(exc), exc, exc.__traceback__)
+
+
+def test_a_bug_is_the_task_the_exception_type_and_the_line() -> None:
+    here, there = failure(1), failure(0)
+    assert bug_key("t", here) == bug_key("t", failure(1))
+    assert bug_key("t", here) != bug_key("t", there)  # another line
+    assert bug_key("t", here) != bug_key("u", here)
+    assert bug_key("t", here).startswith("t builtins.ValueError at test_ray_units.py:")
+
+
+def test_the_board_opens_one_session_and_hands_its_outcome_to_the_rest() -> None:
+    board = Board()
+    assert board.claim("bug", "pod-a") == (OPEN, None)
+    assert board.claim("bug", "pod-b") == (WAIT, "pod-a")
+    assert asyncio.run(board.outcome("bug", 0.01)) == (WAIT, "pod-a")  # not settled yet
+    board.settle("bug", FIXED, [("driver.py", "old", "new")])
+    assert asyncio.run(board.outcome("bug", 0.01)) == (FIXED, [("driver.py", "old", "new")])
+    assert board.claim("bug", "pod-c") == (FIXED, [("driver.py", "old", "new")])
+    board.settle("bug", FAILED, "later news is ignored once settled")
+    assert board.claim("bug", "pod-c")[0] == FIXED
+    assert board.claim("bug", "pod-c", again=True) == (OPEN, None)  # the fix did not help
+    assert board.sessions_opened() == 2
+
+
+def test_an_aborted_bug_fails_its_waiters() -> None:
+    board = Board()
+    board.claim("bug", "pod-a")
+    board.settle("bug", FAILED, "Reaped: idle")
+    assert board.claim("bug", "pod-b") == (FAILED, "Reaped: idle")
+
+
+def test_the_copy_of_a_file_is_its_longest_tail_there(tmp_path: Path) -> None:
+    for rel in ("jobs/train.py", "train.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert in_copy("/home/ana/proj/jobs/train.py", tmp_path) == tmp_path / "jobs/train.py"
+    assert in_copy("/home/ana/proj/other.py", tmp_path) is None
+
+
+@pytest.fixture
+def shipped(tmp_path: Path) -> Iterator[tuple[types.FunctionType, Path]]:
+    """A task of a driver's file shipped by value (as Ray does), and the node's copy."""
+    origin, copy = tmp_path / "laptop" / "proj", tmp_path / "node" / "pkg"
+    text = "def helper(x):\n    return 1 / x\n\n\ndef task(x):\n    return helper(x)\n"
+    for folder in (origin, copy):
+        (folder / "jobs").mkdir(parents=True)
+        (folder / "jobs" / "rl_job.py").write_text(text)
+    sys.path.insert(0, str(origin / "jobs"))
+    module = importlib.import_module("rl_job")
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        task = cloudpickle.loads(cloudpickle.dumps(module.task))
+        yield task, copy
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
+        sys.path.remove(str(origin / "jobs"))
+        sys.modules.pop("rl_job", None)
+
+
+def test_code_shipped_by_value_is_pointed_at_the_nodes_copy(
+    shipped: tuple[types.FunctionType, Path],
+) -> None:
+    task, copy = shipped
+    target = copy / "jobs" / "rl_job.py"
+    assert relocate(task, copy) == target
+    helper = task.__globals__["helper"]
+    assert task.__code__.co_filename == str(target) == helper.__code__.co_filename
+    with pytest.raises(ZeroDivisionError) as failed:
+        task(0)
+    assert failed.traceback[-1].path == target, "the traceback names the copy's file"
+    assert relocate(task, copy) == target  # again: nothing more to move
+
+
+def test_settings_travel_to_another_process_but_the_nodes_own_win(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    carried = Carried(pid=-1, settings={"PODCODE_ENABLE": "1", "PODCODE_OWNER": "ana@x.org"})
+    assert carried.missing({"PODCODE_OWNER": "ops@x.org"}) == {"PODCODE_ENABLE": "1"}
+    here = Carried.here()
+    assert here.missing({}) == {}, "where the decorator ran, nothing to take"
+    environ = {"PODCODE_OWNER": "ops@x.org"}
+    monkeypatch.setattr(os, "environ", environ)
+    carried.arrive()
+    assert environ == {"PODCODE_OWNER": "ops@x.org", "PODCODE_ENABLE": "1"}
+
+
+def test_vscode_over_an_object_keeping_the_function_in_function() -> None:
+    class RemoteLike:  # Ray's RemoteFunction keeps the user's function in ._function
+        def __init__(self, function: types.FunctionType) -> None:
+            self._function = function
+
+    def add(x: int) -> int:
+        return x + 1
+
+    remote = RemoteLike(add)
+    assert vscode(remote) is remote
+    assert getattr(remote._function, RAW_ATTRIBUTE) is add and remote._function(1) == 2
+
+
+def test_vscode_over_a_class_wraps_its_methods() -> None:
+    @vscode
+    class Counter:
+        def __init__(self) -> None:
+            self.total = 0
+
+        def add(self, x: int) -> int:
+            self.total += x
+            return self.total
+
+    assert hasattr(vars(Counter)["add"], RAW_ATTRIBUTE)
+    assert not hasattr(vars(Counter)["__init__"], RAW_ATTRIBUTE)
+    assert Counter().add(2) == 2
