@@ -29,7 +29,10 @@ LAYERS: dict[str, set[str]] = {
     "inputs": {"base", "storage"},
     "resume": {"base", "storage", "inputs"},
     "session": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume"},
-    "task": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume", "session"},
+    "ray": {"base", "storage", "resume"},
+    "task": {
+        "base", "storage", "kube", "culler", "distributed", "inputs", "resume", "session", "ray",
+    },
     "cli": {"base", "storage", "kube"},
 }
 """Subpackage of ``interactive`` → the subpackages it may import."""

@@ -141,3 +141,18 @@ def test_vscode_over_a_class_wraps_its_methods() -> None:
     assert hasattr(vars(Counter)["add"], RAW_ATTRIBUTE)
     assert not hasattr(vars(Counter)["__init__"], RAW_ATTRIBUTE)
     assert Counter().add(2) == 2
+
+
+def test_a_ray_node_pod_is_never_deleted_by_one_sessions_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from interactive.base import identity
+
+    monkeypatch.setattr(identity, "_pod_shared_with", [])
+    name = identity.claim_session_id()
+    try:
+        assert not identity.others_open(name)  # alone: its cleanup may delete the pod
+        identity.share_pod("a Ray node")
+        assert identity.others_open(name), "the raylet and other workers keep the pod"
+    finally:
+        identity.release_session_id(name)

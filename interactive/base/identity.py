@@ -86,10 +86,22 @@ def claim_session_id() -> str:
     return name
 
 
+_pod_shared_with: list[str] = []
+"""Who else the pod serves beyond this process's sessions (a Ray node's other workers)."""
+
+
+def share_pod(reason: str) -> None:
+    """The pod serves more than this process (its raylet, other workers): no session of
+    this process deletes it at cleanup."""
+    if reason not in _pod_shared_with:
+        _pod_shared_with.append(reason)
+
+
 def others_open(name: str) -> bool:
-    """Whether a session of this process other than ``name`` is open."""
+    """Whether the pod serves others than the session ``name``: another session of this
+    process, or what :func:`share_pod` named."""
     with _ids_lock:
-        return bool(_open_ids - {name})
+        return bool(_open_ids - {name}) or bool(_pod_shared_with)
 
 
 def release_session_id(name: str) -> None:

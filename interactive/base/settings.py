@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from interactive.base.errors import SettingError
-from interactive.base.types import Environ, Hook
+from interactive.base.types import Environ, Hook, TaskRef
 
 MODES = ("on_failure", "startup")
 IDES = ("code-server", "none")
@@ -413,3 +413,12 @@ def ensure_home(home: Path, inner: Path | None = None) -> Path:
         return home
     inner.mkdir(parents=True, exist_ok=True, mode=0o700)
     return inner
+
+
+def workspace_for(ref: TaskRef, settings: Settings) -> Path:
+    """The folder the IDE opens: ``workspace``, else the task's source folder."""
+    if settings.workspace is not None:
+        return settings.workspace
+    if ref.source:
+        return Path(ref.source).resolve().parent
+    return Path.cwd()

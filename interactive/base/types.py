@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Any, Protocol
 Environ = Mapping[str, str]
 Hook = Callable[[], Any]
 ExcInfo = tuple[type[BaseException], BaseException, Any]
+NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
+"""Never turned into a session: the program is being stopped, not failing."""
 
 
 class Clock(Protocol):

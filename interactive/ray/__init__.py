@@ -2,8 +2,9 @@
 
 - :mod:`.worker`: what a Ray worker changes for a task (the ``working_dir`` copy it runs,
   code shipped by value located in that copy);
-- :mod:`.bugs`: one session per bug across a job (a Ray actor keeps the board);
-- :mod:`.pods`: KubeRay pods, which serve other workers and are never deleted.
+- :mod:`.bugs`: one session per bug across a job (a Ray actor keeps the board).
 
 Nothing here is imported unless Ray is (``"ray" in sys.modules``).
+
+Runs on: the pod (a Ray worker). May import: ``base``, ``storage``, ``resume``.
 """

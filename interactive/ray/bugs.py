@@ -29,13 +29,11 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interactive.base.errors import add_note
-from interactive.base.types import ExcInfo
-
-if TYPE_CHECKING:
-    from interactive.task.runner import Call
+from interactive.base.settings import Settings, workspace_for
+from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +43,30 @@ Edits = list[tuple[str, str, str]]
 BOARD = "podcode-bugs-{job}"
 NAMESPACE = "podcode"
 POLL_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Again:
+    """What calling the failed task again takes."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    ref: TaskRef
+    settings: Settings
+    alive: Callable[[], bool]
+    """False once the process is told to stop (SIGTERM): waiting ends."""
+
+    def __call__(self) -> Any:
+        return self.fn(*self.args, **self.kwargs)
+
+    @property
+    def workspace(self) -> Path:
+        return workspace_for(self.ref, self.settings)
+
+
+OpenSession = Callable[[ExcInfo], Any]
+"""Opens the task's own session for a failure; the task's value once resumed."""
 
 
 def bug_key(task: str, excinfo: ExcInfo) -> str:
@@ -148,7 +170,7 @@ def who() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
-def handle(call: Call, excinfo: ExcInfo, open_session: Callable[[Call, ExcInfo], Any]) -> Any:
+def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Any:
     """The failed ``call`` in a Ray worker: its own session, or the outcome of the one
     already open for the same bug."""
     import ray
@@ -159,7 +181,7 @@ def handle(call: Call, excinfo: ExcInfo, open_session: Callable[[Call, ExcInfo],
         verdict, detail = ray.get(shared.claim_async.remote(key, who()))
     except Exception as exc:  # no board: this task's own session, as without Ray
         log.warning("the job's bug board is out of reach (%s): a session of its own", exc)
-        return open_session(call, excinfo)
+        return open_session(excinfo)
     if verdict == OPEN:
         return _own_session(call, excinfo, open_session, shared, key)
     if verdict == WAIT:
@@ -167,24 +189,23 @@ def handle(call: Call, excinfo: ExcInfo, open_session: Callable[[Call, ExcInfo],
         print(f"podcode: {key}: a session is open for this bug ({detail}); this task waits "
               "for its outcome and holds no session of its own", flush=True)
         idle = call.settings.idle  # the open session is cleaned up by then at the latest
-        verdict, detail = _wait(shared, key, idle.max_idle_seconds + idle.grace_seconds)
+        verdict, detail = _wait(shared, key, idle.max_idle_seconds + idle.grace_seconds,
+                                call.alive)
     if verdict == FIXED:
-        return _with_fix(call, excinfo, detail, open_session, shared, key)
+        return _with_fix(call, detail, open_session, shared, key)
     why = "no outcome in time" if verdict == WAIT else detail
     add_note(excinfo[1], f"podcode: the session for this bug ended without a fix ({why})")
     raise excinfo[1].with_traceback(excinfo[2])
 
 
 def _own_session(
-    call: Call, excinfo: ExcInfo, open_session: Callable[[Call, ExcInfo], Any],
-    shared: Any, key: str,
+    call: Again, excinfo: ExcInfo, open_session: OpenSession, shared: Any, key: str
 ) -> Any:
     from interactive.storage.workspace import Snapshot
-    from interactive.task.runner import workspace_for
 
-    base = Snapshot.take(workspace_for(call.ref, call.settings))
+    base = Snapshot.take(call.workspace)
     try:
-        value = open_session(call, excinfo)
+        value = open_session(excinfo)
     except BaseException as exc:
         shared.settle.remote(key, FAILED, f"{type(exc).__name__}: {exc}")
         raise
@@ -198,15 +219,15 @@ def edits(base: Any) -> Edits:
     return [(str(path.relative_to(base.root)), old, new) for path, old, new in edits_since(base)]
 
 
-def _wait(shared: Any, key: str, limit: float) -> tuple[str, Any]:
-    """Wait for the bug's outcome, at most ``limit`` seconds; SIGTERM ends the wait."""
+def _wait(
+    shared: Any, key: str, limit: float, alive: Callable[[], bool]
+) -> tuple[str, Any]:
+    """Wait for the bug's outcome, at most ``limit`` seconds, while ``alive()``."""
     import ray
-
-    from interactive.task import preempt
 
     deadline = time.monotonic() + limit
     verdict: tuple[str, Any] = (WAIT, None)
-    while preempt.check_alive() and time.monotonic() < deadline:
+    while alive() and time.monotonic() < deadline:
         verdict = ray.get(shared.outcome.remote(key, POLL_SECONDS))
         if verdict[0] != WAIT:
             break
@@ -214,24 +235,22 @@ def _wait(shared: Any, key: str, limit: float) -> tuple[str, Any]:
 
 
 def _with_fix(
-    call: Call, excinfo: ExcInfo, fix: Edits, open_session: Callable[[Call, ExcInfo], Any],
-    shared: Any, key: str,
+    call: Again, fix: Edits, open_session: OpenSession, shared: Any, key: str
 ) -> Any:
     """Apply the bug's fix here and call the task again; failing the same way, a new
     session opens."""
     import ray
 
     from interactive.resume.patching import plan
-    from interactive.task.runner import NEVER_DEBUGGED, workspace_for
 
-    root = workspace_for(call.ref, call.settings)
+    root = call.workspace
     patch = plan([(root / rel, old, new) for rel, old, new in fix], [call.fn])
     _write(root, fix)
     patch.apply()
     print(f"podcode: {key}: fixed in its session; this task runs again: {patch.summary()}",
           flush=True)
     try:
-        return call.fn(*call.args, **call.kwargs)
+        return call()
     except NEVER_DEBUGGED:
         raise
     except BaseException as exc:

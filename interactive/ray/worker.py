@@ -16,12 +16,12 @@ import sys
 import types
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from interactive.base import identity
+from interactive.base.settings import Settings
+from interactive.base.types import TaskRef
 from interactive.resume.patching import unwrap
-
-if TYPE_CHECKING:
-    from interactive.task.runner import Call
 
 log = logging.getLogger(__name__)
 
@@ -47,20 +47,21 @@ def working_dir() -> Path | None:
     return Path.cwd() if env.get("working_dir") else None
 
 
-def adapt(call: Call) -> Call:
-    """``call`` as a Ray worker runs it: the IDE opens the ``working_dir`` copy and the
+def adapt(fn: Any, ref: TaskRef, settings: Settings) -> tuple[TaskRef, Settings]:
+    """The task as a Ray worker runs it: the IDE opens the ``working_dir`` copy and the
     task's by-value code names its file there."""
     if not in_worker():
-        return call
+        return ref, settings
+    identity.share_pod("a Ray node: its raylet and other workers")  # never deleted
     root = working_dir()
     if root is None:
-        return call
-    source = relocate(call.fn, root)
-    ref = replace(call.ref, source=str(source)) if source is not None else call.ref
-    settings = call.settings
+        return ref, settings
+    source = relocate(fn, root)
+    if source is not None:
+        ref = replace(ref, source=str(source))
     if settings.workspace is None:
         settings = replace(settings, workspace=root)
-    return replace(call, ref=ref, settings=settings)
+    return ref, settings
 
 
 def in_copy(filename: str, root: Path) -> Path | None:

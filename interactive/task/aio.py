@@ -25,10 +25,10 @@ from interactive.base.context import current_task
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings
 from interactive.base.threads import in_thread
-from interactive.base.types import ExcInfo, TaskRef
+from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 from interactive.session import postmortem
 from interactive.task import preempt, runner
-from interactive.task.runner import NEVER_DEBUGGED, Call
+from interactive.task.runner import Call
 from interactive.task.warmup import settle
 
 if TYPE_CHECKING:

@@ -8,14 +8,13 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from interactive.base.context import current_task
 from interactive.base.errors import InputsError, Reaped, add_note
 from interactive.base.phases import CommandKind, Phase
-from interactive.base.settings import Settings, podcode_home
-from interactive.base.types import ExcInfo, TaskRef
+from interactive.base.settings import Settings, podcode_home, workspace_for
+from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 from interactive.distributed import collective
 from interactive.inputs import snapshot
 from interactive.inputs.capture import load_inputs
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NEVER_DEBUGGED = (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError)
-"""Never turned into a session: the program is being stopped, not failing."""
 _prepared = False
 
 
@@ -86,12 +83,11 @@ def first_call(
         preempt.install_ahead()
         warm_up()
         _join_pod()
-    call = Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
     if "ray" in sys.modules:  # a Ray worker runs the job's copy of the code
         from interactive.ray.worker import adapt
 
-        call = adapt(call)
-    return call
+        ref, settings = adapt(fn, ref, settings)
+    return Call(fn, ref, settings, args, kwargs, _snapshot(settings, args, kwargs))
 
 
 def _snapshot(
@@ -178,7 +174,9 @@ def _attempt(call: Call) -> Any:
         from interactive.ray import bugs, worker
 
         if worker.in_worker():  # one session per bug across the job
-            return bugs.handle(call, excinfo, debug_session)
+            again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
+                               preempt.check_alive)
+            return bugs.handle(again, excinfo, lambda failed: debug_session(call, failed))
     return debug_session(call, excinfo)
 
 
@@ -208,14 +206,6 @@ def _leave(call: Call, edits: Callable[[], object] | None = None) -> NoReturn:
     on_preempt = call.settings.hooks.on_preempt
     hooks = [on_preempt] if on_preempt is not None else []
     preempt.leave(hooks, call.settings.hooks.preempt_grace_seconds, after=save)
-
-
-def workspace_for(ref: TaskRef, settings: Settings) -> Path:
-    if settings.workspace is not None:
-        return settings.workspace
-    if ref.source:
-        return Path(ref.source).resolve().parent
-    return Path.cwd()
 
 
 def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:
