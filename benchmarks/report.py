@@ -55,6 +55,14 @@ ABOUT: dict[str, tuple[str, str]] = {
         "Flyte 2 local run (`flyte.run`): `POST /api/resume` of a failed async task to the "
         "run's result",
         "none: an absolute goal"),
+    "sessions_per_bug": (
+        "Ray: sessions opened when 100 tasks of one job (`ray.get` over a `@vscode` remote "
+        "function, real local cluster) hit one bug",
+        "none: an absolute goal (a session per task without the job's bug board)"),
+    "ray_resume_to_result_s": (
+        "Ray: `POST /api/resume` of that bug's session to the driver's `ray.get` of all 100 "
+        "results returning, every task that hit the bug fixed",
+        "none: an absolute goal"),
     "resume_latency_s": (
         "`POST /api/resume` to the task running again with an edit patched in",
         "none: an absolute goal"),
