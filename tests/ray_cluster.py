@@ -28,6 +28,8 @@ RAY = str(Path(sys.executable).with_name("ray"))
 class Cluster:
     address: str
     temp: Path
+    dashboard: str | None = None
+    """The jobs API (``ray job submit --address``), when the dashboard was started."""
     """Ray's temp folder (short: Ray's socket paths must fit in 107 characters)."""
 
     def driver_env(self, **podcode: str) -> dict[str, str]:
@@ -54,24 +56,29 @@ def _listening(port: int) -> bool:
 
 
 @contextmanager
-def ray_cluster(cpus: int = 4) -> Iterator[Cluster]:
+def ray_cluster(cpus: int = 4, dashboard: bool = False) -> Iterator[Cluster]:
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
-    port = _free_port()
+    port, jobs = _free_port(), _free_port()
+    serving = (["--include-dashboard=true", "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={jobs}"] if dashboard else ["--include-dashboard=false"])
     env = {k: v for k, v in os.environ.items() if not k.startswith("PODCODE_")}
     env.pop("KUBERNETES_SERVICE_HOST", None)
     env["RAY_TMPDIR"] = str(temp)
     head = subprocess.Popen(
         [RAY, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}",
-         "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-         "--disable-usage-stats", f"--temp-dir={temp}"],
+         "--node-ip-address=127.0.0.1", *serving, "--disable-usage-stats",
+         f"--temp-dir={temp}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
-        wait_until(lambda: _listening(port) or head.poll() is not None, "Ray's head", 90)
+        wanted = [port, jobs] if dashboard else [port]
+        wait_until(lambda: all(map(_listening, wanted)) or head.poll() is not None,
+                   "Ray's head", 120)
         if head.poll() is not None:
             raise RuntimeError(f"ray start exited with {head.returncode}")
         time.sleep(1.0)  # the raylet registers after the GCS listens
-        yield Cluster(f"127.0.0.1:{port}", temp)
+        yield Cluster(f"127.0.0.1:{port}", temp,
+                      f"http://127.0.0.1:{jobs}" if dashboard else None)
     finally:
         family = [head.pid, *(p.pid for p in _descendants(head.pid))]
         os.killpg(head.pid, signal.SIGTERM)

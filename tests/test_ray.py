@@ -79,27 +79,69 @@ if __name__ == "__main__":
 """
 
 
+RETRIED = f"""\
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@ray.remote(max_retries=2, retry_exceptions=True)
+@vscode(**SETTINGS)
+def flaky(x):
+    return 10 / x
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    try:
+        ray.get(flaky.remote(0))
+    except ZeroDivisionError as exc:
+        print("RAISED", type(exc).__name__, flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with ray_cluster() as running:
+    with ray_cluster(dashboard=True) as running:
         yield running
 
 
 class Driver:
     """A driver script run as users run it (``python driver.py``), its output in a file."""
 
-    def __init__(self, cluster: Cluster, folder: Path, files: dict[str, str]) -> None:
+    def __init__(
+        self, cluster: Cluster, folder: Path, files: dict[str, str], submit: bool = False
+    ) -> None:
         self.project, self.home = folder / "project", folder / "home"
         self.project.mkdir()
         for name, text in files.items():
             (self.project / name).write_text(text)
         self.log = folder / "driver.log"
-        self.env = cluster.driver_env(PODCODE_ENABLE="1", PODCODE_HOME=str(self.home))
+        settings = {"PODCODE_ENABLE": "1", "PODCODE_HOME": str(self.home)}
+        command = [sys.executable, "driver.py"]
+        if submit:  # the settings go in the job's runtime environment, as users pass them
+            assert cluster.dashboard is not None
+            runtime_env = {"working_dir": ".", "env_vars": settings}
+            command = [str(Path(sys.executable).with_name("ray")), "job", "submit",
+                       "--address", cluster.dashboard, "--runtime-env-json",
+                       json.dumps(runtime_env), "--", sys.executable, "driver.py"]
+            settings = {}
+        self.env = cluster.driver_env(**settings)
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "driver.py"], cwd=self.project, env=self.env, stdout=out,
-                stderr=subprocess.STDOUT,
+                command, cwd=self.project, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             )
+
+    def session(self, timeout: float = 120) -> dict[str, Any]:
+        """The one waiting session (the driver's output, if it ends first)."""
+
+        def opened() -> list[dict[str, Any]]:
+            assert self.process.poll() is None, self.output()[-3000:]
+            return self.records("waiting")
+
+        (record,) = wait_until(opened, "the session", timeout, 0.2)
+        return record
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -116,7 +158,7 @@ class Driver:
         return found
 
     def podcode(self, *args: str) -> str:
-        env = {**self.env, "PODCODE_ENABLE": "0"}
+        env = {**self.env, "PODCODE_ENABLE": "0", "PODCODE_HOME": str(self.home)}
         done = subprocess.run([PODCODE, *args], env=env, capture_output=True, text=True,
                               timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -139,7 +181,7 @@ class Driver:
 def test_one_session_per_bug_and_every_task_gets_the_fix(cluster: Cluster, tmp_path: Path) -> None:
     driver = Driver(cluster, tmp_path, {"driver.py": MAP, "helpers.py": HELPERS})
     try:
-        (record,) = wait_until(lambda: driver.records("waiting"), "the session", 120, 0.2)
+        record = driver.session()
         wait_until(lambda: "waits for its outcome" in driver.output(),
                    "a task waiting on the first one's session", 60, 0.2)
         assert len(driver.records()) == 1, "one bug, one session"
@@ -188,3 +230,38 @@ def test_both_orders_options_and_an_actor_resumed_on_its_state(
     finally:
         driver.stop()
     assert "RESULT [2.0, 7.0]" in output, output[-3000:]  # the actor kept its total, 5
+
+
+def test_ray_retries_do_not_open_a_session_again_after_an_abort(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": RETRIED})
+    try:
+        driver.session()
+        driver.podcode("abort")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RAISED" in output and "ZeroDivisionError" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1, "Ray's two retries open none"
+    assert output.count("retries remaining, so the task will be retried") == 2
+    assert "the session for this bug ended without a fix" in output, output[-3000:]
+
+
+def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    files = {"driver.py": MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()"),
+             "helpers.py": HELPERS}
+    driver = Driver(cluster, tmp_path, files, submit=True)
+    try:
+        record = driver.session()
+        script = Path(record["workspace"]) / "driver.py"
+        assert Path(record["workspace"]) in cluster.copies()
+        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
+        assert "__main__.share" in driver.podcode("resume")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RESULT [23.0, 13.0, 13.0, 13.0]" in output, output[-3000:]
+    assert "succeeded" in output
