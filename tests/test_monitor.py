@@ -287,3 +287,18 @@ def test_default_deps_in_a_pod(tmp_path: Path) -> None:
     assert isinstance(deps.notifier, EmailNotifier)
     assert deps.notifier.owner == "pod-owner@example.com"  # from the pod annotation
     assert state.owner == "pod-owner@example.com"
+
+
+def test_default_deps_in_a_ray_pod_count_only_the_tasks_own_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ray node's pod runs its raylet and other workers: their CPU is not the session's."""
+    from interactive.base import identity
+
+    monkeypatch.setattr(identity, "_pod_shared_with", [])
+    identity.share_pod("a Ray node")
+    deps = default_deps(SETTINGS, SessionState("t"), mail=MailSettings(), workspace=tmp_path,
+                        pod=FakePod(), ide_pids=list,
+                        environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    cpu = deps.samplers[1]
+    assert isinstance(cpu, CpuSampler) and cpu.scope == "tree"

@@ -59,12 +59,12 @@ def ratio(x):
     return 10 / x
 
 
+@vscode(**SETTINGS)  # over the actor class: its methods
 @ray.remote
 class Counter:
     def __init__(self):
         self.total = 0
 
-    @vscode(**SETTINGS)
     def add(self, x):
         self.total += 10 / x
         return self.total

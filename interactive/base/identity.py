@@ -97,11 +97,16 @@ def share_pod(reason: str) -> None:
         _pod_shared_with.append(reason)
 
 
+def pod_shared() -> bool:
+    """Whether :func:`share_pod` was called: the pod runs other people's work too."""
+    return bool(_pod_shared_with)
+
+
 def others_open(name: str) -> bool:
     """Whether the pod serves others than the session ``name``: another session of this
     process, or what :func:`share_pod` named."""
     with _ids_lock:
-        return bool(_open_ids - {name}) or bool(_pod_shared_with)
+        return bool(_open_ids - {name}) or pod_shared()
 
 
 def release_session_id(name: str) -> None:

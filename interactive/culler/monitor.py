@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from interactive.base import identity
 from interactive.base.phases import BUSY, ENDED
 from interactive.base.settings import IdleSettings, MailSettings
 from interactive.base.state import SessionState
@@ -82,10 +83,12 @@ def default_deps(
     """Real samplers (files, CPU, GPU), the SMTP notifier and the real clock.
 
     In a pod (``KUBERNETES_SERVICE_HOST`` set) every process of this user
-    counts; elsewhere only this process and its descendants do.
+    counts; elsewhere, and in a pod shared with other work (a Ray node: its raylet and
+    other workers), only this process and its descendants do.
     """
     environ = dict(os.environ) if environ is None else environ
-    scope = "user" if environ.get("KUBERNETES_SERVICE_HOST") else "tree"
+    own_pod = environ.get("KUBERNETES_SERVICE_HOST") and not identity.pod_shared()
+    scope = "user" if own_pod else "tree"
     samplers: list[Sampler] = [
         FileSampler(Path(workspace), exclude=functools.partial(own_writes, environ)),
         CpuSampler(idle.cpu_idle_percent, ide_pids=ide_pids, scope=scope),

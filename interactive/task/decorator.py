@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -21,7 +22,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def task_ref(fn: Callable[..., Any], workspace: Path | None = None) -> TaskRef:
-    """Where ``fn`` lives, named as :func:`interactive.base.names.task_name` says."""
+    """Where ``fn`` lives, named as :func:`interactive.base.names.task_name` says (through
+    wrappers that say what they wrap: Ray wraps an actor's methods for tracing)."""
+    with contextlib.suppress(ValueError):  # a cycle of __wrapped__
+        fn = inspect.unwrap(fn)
     try:
         source = inspect.getsourcefile(fn)
     except TypeError:
