@@ -55,6 +55,9 @@ ABOUT: dict[str, tuple[str, str]] = {
         "Flyte 2 local run (`flyte.run`): `POST /api/resume` of a failed async task to the "
         "run's result",
         "none: an absolute goal"),
+    "cli_help_s": (
+        "`podcode --help`, a new process (Python's start, the imports, the parser)",
+        "`python -c pass` with the same interpreter"),
     "sessions_per_bug": (
         "Ray: sessions opened when 100 tasks of one job (`ray.get` over a `@vscode` remote "
         "function, real local cluster) hit one bug",

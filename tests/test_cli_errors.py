@@ -78,7 +78,7 @@ def test_a_verb_that_raises_prints_one_line_and_exits_with_its_code(
     def fail(args: argparse.Namespace, console: Console) -> int:
         raise error
 
-    monkeypatch.setitem(interactive.cli.VERBS, "status", fail)
+    monkeypatch.setattr(interactive.cli, "verb", lambda name: fail)
     err = io.StringIO()
     assert run(["status"], Console(out=io.StringIO(), err=err)) == code
     assert err.getvalue() == f"podcode: {error}\n"

@@ -132,6 +132,17 @@ def test_the_cli_never_imports_the_session_runtime() -> None:
     assert "debugpy" not in {m.split(".")[0] for m in loaded}
 
 
+def test_the_cli_loads_the_kubernetes_client_only_for_verbs_that_reach_a_cluster() -> None:
+    """``podcode --help``, a local ``status`` or ``edits`` start at the speed of ``git``."""
+    loaded = modules_loaded_by(
+        "import contextlib, io\nfrom interactive.cli import run, verb\n"
+        "verb('status'); verb('resume'); verb('edits')\n"
+        "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+        "    run(['--help'])"
+    )
+    assert "kubernetes" not in {m.split(".")[0] for m in loaded}
+
+
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_lower_packages_never_import_higher_ones(package: str) -> None:
     files = sorted((ROOT / package).rglob("*.py"))

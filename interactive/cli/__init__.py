@@ -11,30 +11,39 @@ Runs on: the laptop (``doctor --pod`` also in the pod). May import: ``base``, ``
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from interactive.base.errors import PodcodeError
-from interactive.cli import attach, control_cmds, doctor_cmd, edits_cmd, install_cmd, list_cmd
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit, exit_code
 from interactive.cli.parser import build_parser
 
 __all__ = ["Console", "Exit", "main", "run"]
 
-VERBS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
-    "list": list_cmd.run,
-    "attach": attach.attach,
-    "debug": attach.debug,
-    "status": control_cmds.status,
-    "resume": control_cmds.resume,
-    "keepalive": control_cmds.keepalive,
-    "abort": control_cmds.abort,
-    "doctor": doctor_cmd.run,
-    "edits": edits_cmd.run,
+VERBS: dict[str, tuple[str, str]] = {
+    "list": ("list_cmd", "run"),
+    "attach": ("attach", "attach"),
+    "debug": ("attach", "debug"),
+    "status": ("control_cmds", "status"),
+    "resume": ("control_cmds", "resume"),
+    "keepalive": ("control_cmds", "keepalive"),
+    "abort": ("control_cmds", "abort"),
+    "doctor": ("doctor_cmd", "run"),
+    "edits": ("edits_cmd", "run"),
 }
+"""Each verb's module and function, imported when the verb runs: ``--help``, a local
+``status`` or ``edits`` never load the Kubernetes client."""
+
+
+def verb(name: str) -> Callable[[argparse.Namespace, Console], int]:
+    module, function = VERBS[name]
+    found: Callable[[argparse.Namespace, Console], int] = getattr(
+        importlib.import_module(f"interactive.cli.{module}"), function)
+    return found
 
 
 def run(argv: Sequence[str], console: Console | None = None) -> int:
@@ -44,10 +53,12 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
     args, rest = parser.parse_known_args(list(argv))
     try:
         if args.verb == "install":
+            from interactive.cli import install_cmd
+
             return install_cmd.run(rest, console)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        return VERBS[args.verb](args, console)
+        return verb(args.verb)(args, console)
     except PodcodeError as exc:
         console.warn(str(exc))
         return int(exit_code(exc))

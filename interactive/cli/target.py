@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from interactive.base.record import SessionRecord, session_path
@@ -24,8 +24,10 @@ from interactive.cli.api import ControlClient
 from interactive.cli.choose import choose, label, usable
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlUnreachable, Exit
-from interactive.kube.cluster import Cluster, SessionInfo
-from interactive.kube.portforward import Forwarder
+
+if TYPE_CHECKING:  # the Kubernetes client loads only for the verbs that reach a cluster
+    from interactive.kube.cluster import Cluster, SessionInfo
+    from interactive.kube.portforward import Forwarder
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Target:
 
 
 def connect(args: argparse.Namespace, console: Console) -> Cluster:
+    from interactive.kube.cluster import Cluster
+
     return Cluster.connect(args.kubeconfig, args.context, console.environ)
 
 
@@ -57,6 +61,8 @@ def forward(cluster: Cluster, info: SessionInfo, port: int, local_port: int = 0,
     """A started forwarder to ``port`` of the pod; ``local_port`` 0 means any free one.
 
     With ``fixed`` a busy local port is an error; otherwise any free port is used."""
+    from interactive.kube.portforward import Forwarder
+
     label = f"{info.namespace}/{info.pod}:{port}" + (f" ({name})" if name else "")
     try:
         forwarder = Forwarder(lambda: cluster.open_stream(info, port), local_port=local_port,

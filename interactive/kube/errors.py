@@ -15,10 +15,9 @@ The classes follow the meaning, not the client: the CLI maps them to exit codes 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import Literal
-
-from kubernetes.client.exceptions import ApiException
 
 from interactive.base.errors import PodcodeError
 
@@ -218,7 +217,8 @@ def error_class(status: int | None) -> type[KubeError]:
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status of a failed call, also of a refused WebSocket upgrade (the client
     hides it in the reason); None when no answer came."""
-    if isinstance(exc, ApiException) and exc.status:
+    client = sys.modules.get("kubernetes.client.exceptions")  # loaded if it could raise
+    if client is not None and isinstance(exc, client.ApiException) and exc.status:
         return int(exc.status)
     match = _HANDSHAKE.search(str(getattr(exc, "reason", "") or exc))
     return int(match.group(1)) if match else None
