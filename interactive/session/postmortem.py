@@ -71,6 +71,9 @@ def _watch_clients() -> None:
 
 
 LISTEN_TIMEOUT_SECONDS = 15.0
+CANCEL_CHECK_SECONDS = 0.25
+"""How often a presenter waiting for a client checks that it was stopped (a client that
+configures itself wakes it at once)."""
 """debugpy waits for its listener with no limit; podcode gives up after this long."""
 
 
@@ -216,10 +219,14 @@ class PostMortem:
         debugger = pydevd.get_global_debugger()
         if debugger is None:
             raise RuntimeError("debugpy does not listen in this process")
-        self._waiting = threading.Event()  # set when a client is ready (pydevd) or by stop
-        if self._stop.is_set():
-            return
-        debugger.block_until_configuration_done(cancel=self._waiting)
+        self._waiting = threading.Event()  # set by stop
+        configured: threading.Event = debugger._on_configuration_done_event
+        # pydevd's own block_until_configuration_done wakes 50 times a second to process
+        # commands its command thread processes anyway: a waiting session would burn CPU
+        # for nothing. The client's configurationDone sets this event: woken at once.
+        while not self._stop.is_set() and not self._waiting.is_set():
+            if configured.wait(CANCEL_CHECK_SECONDS):
+                return
 
     @staticmethod
     def _show(debugpy: Any, excinfo: ExcInfo) -> None:
