@@ -274,3 +274,25 @@ def test_a_closed_control_api_means_the_session_ended_not_unreachable() -> None:
     ]));
     """
     assert node(script) == [True, True, True, False, False]
+
+
+def test_the_post_mortem_starts_by_itself_once_per_window() -> None:
+    script = """
+    const { shouldAttach } = require(lib + '/status.js');
+    const session = {source: '/w/.vscode/podcode/session-1.json', postmortem: 'attach'};
+    const failed = {state: 'waiting', error: 'ValueError: x'};
+    const started = new Set();
+    const first = shouldAttach(failed, session, started, true, false);
+    started.add(`${session.source}\\n${session.postmortem}`);
+    console.log(JSON.stringify([
+      first,
+      shouldAttach(failed, session, started, true, false),           // done in this window
+      shouldAttach(failed, session, new Set(), false, false),        // the setting is off
+      shouldAttach(failed, session, new Set(), true, true),          // a debug session runs
+      shouldAttach({state: 'waiting', error: null}, session, new Set(), true, false),  // startup
+      shouldAttach({state: 'resuming', error: 'x'}, session, new Set(), true, false),
+      shouldAttach(failed, {source: 's', postmortem: null}, new Set(), true, false),
+      shouldAttach({state: 'warned', error: 'x'}, session, new Set(), true, false),
+    ]));
+    """
+    assert node(script) == [True, False, False, False, False, False, False, True]

@@ -106,7 +106,7 @@ async def test_one_debugger_shows_both_failed_coroutines_and_each_ide_resumes_it
                              timeout_ms=120_000) as page:
         try:
             await log_in(page, left)
-            await page.keyboard.press("F5")  # the post-mortem attach of this session
+            # no click: the companion starts this session's post-mortem attach by itself
             # one debugger for the process: both failed coroutines are stopped, each listed
             # as a thread named after its task (the one that stopped last is shown first)
             for task in ("left", "right"):

@@ -121,8 +121,12 @@ def test_session_file_for_the_companion_is_private_and_ignored(tmp_path: Path) -
     write(tmp_path, tmp_path / "home")
     session = tmp_path / ".vscode" / "podcode-session.json"
     assert os.stat(session).st_mode & 0o777 == 0o600
-    assert json.loads(session.read_text())["token"] == "t0k"
+    companion = json.loads(session.read_text())
+    assert companion["token"] == "t0k"
     assert "podcode-session.json" in (tmp_path / ".vscode" / ".gitignore").read_text()
+    launch = json.loads((tmp_path / ".vscode" / "launch.json").read_text())
+    attach = [c for c in launch["configurations"] if c["request"] == "attach"]
+    assert companion["postmortem"] == attach[0]["name"], "the one the companion starts"
 
 
 def test_hostile_names_stay_json_strings() -> None:

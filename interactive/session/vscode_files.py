@@ -143,9 +143,19 @@ def write_configurations(
     with _locked(folder / "podcode"):
         written = _write(folder, source or workspace, task, home, debug, ranks, ide)
         sessions = _users.setdefault(workspace.resolve(), {})
-        sessions[session] = _Written(written, {**control, "task": task.name})
+        companion = {**control, "task": task.name, "postmortem": postmortem_name(written)}
+        sessions[session] = _Written(written, companion)
         _write_shared(folder, sessions, session)
         return folder / "launch.json"
+
+
+def postmortem_name(launch: dict[str, Any]) -> str:
+    """The configuration that attaches to the failed frame (all ranks' compound for a
+    distributed task): the companion starts it when the IDE opens."""
+    compounds = launch.get("compounds") or []
+    if compounds:
+        return str(compounds[0]["name"])
+    return next(str(c["name"]) for c in launch["configurations"] if c.get("request") == "attach")
 
 
 def _write_shared(folder: Path, sessions: dict[str, _Written], newest: str) -> None:

@@ -9,7 +9,9 @@ const client = require('./lib/client');
 const { registerDebugger } = require('./debugger');
 const { isPersonRequest } = require('./lib/activity');
 const { findSession } = require('./lib/session');
-const { ENDED_TEXT, pollDelay, sessionGone, statusText, statusTooltip } = require('./lib/status');
+const {
+  ENDED_TEXT, pollDelay, sessionGone, shouldAttach, statusText, statusTooltip,
+} = require('./lib/status');
 const { Throttle } = require('./lib/throttle');
 
 const ACTIVITY_INTERVAL_MS = 5000;
@@ -25,6 +27,7 @@ let item;
 let reported = new Set();
 let answered = false; // the control API answered once: its absence now means the session ended
 let lastState = null;
+const attached = new Set(); // sessions whose post-mortem this window started by itself
 
 function log(message) {
   output.appendLine(`[${new Date().toISOString()}] ${message}`);
@@ -79,6 +82,7 @@ async function refresh() {
         vscode.window.showWarningMessage(`podcode: ${note}`);
       }
     }
+    attachOnOpen(session, answer.body);
     const now = Date.now() / 1000;
     item.text = statusText(answer.body, now);
     item.tooltip = statusTooltip(answer.body, now);
@@ -93,6 +97,22 @@ async function refresh() {
     item.text = '$(debug-disconnect) podcode: unreachable';
     item.tooltip = `${session.controlUrl}: ${err.message}`;
   }
+}
+
+// Zero clicks from the link to the failed frame: the post-mortem configuration starts
+// by itself, once per window (setting podcode.attachOnOpen).
+function attachOnOpen(session, body) {
+  const enabled = vscode.workspace.getConfiguration('podcode').get('attachOnOpen', true);
+  if (!shouldAttach(body, session, attached, enabled, Boolean(vscode.debug.activeDebugSession))) {
+    return;
+  }
+  attached.add(`${session.source}\n${session.postmortem}`);
+  const folder = (vscode.workspace.workspaceFolders || [])[0];
+  log(`starting "${session.postmortem}"`);
+  vscode.debug.startDebugging(folder, session.postmortem).then(
+    (started) => { if (!started) log(`"${session.postmortem}" did not start`); },
+    (err) => log(`"${session.postmortem}" failed: ${err.message}`),
+  );
 }
 
 function resumeSummary(body) {

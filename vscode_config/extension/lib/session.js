@@ -47,7 +47,7 @@ function fromFile(file) {
   if (!data || typeof data.control_url !== 'string' || typeof data.token !== 'string') {
     return { problem: `${file} lacks "control_url" or "token"` };
   }
-  return { session: { controlUrl: data.control_url, token: data.token, task: data.task || null, source: file } };
+  return { session: { controlUrl: data.control_url, token: data.token, task: data.task || null, postmortem: typeof data.postmortem === 'string' ? data.postmortem : null, source: file } };
 }
 
 // folders: workspace folder paths. Returns {session, problems}.

@@ -97,7 +97,19 @@ function statusTooltip(status, nowSeconds) {
   return lines.join('\n');
 }
 
+// Whether to start the post-mortem now, with no click: a failed task waits (not one in
+// mode "startup"), the setting is on, no debug session runs in this window, and this
+// window has not started it for this session yet (a reload or another window does again).
+function shouldAttach(body, session, started, enabled, debugging) {
+  return Boolean(
+    enabled && !debugging && session && session.postmortem && body
+    && ['waiting', 'warned'].includes(body.state) && body.error
+    && !started.has(`${session.source}\n${session.postmortem}`),
+  );
+}
+
 module.exports = {
+  shouldAttach,
   ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, sessionGone, statusText,
   statusTooltip,
 };
