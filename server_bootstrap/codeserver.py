@@ -383,10 +383,12 @@ class CodeServer:
         return f"code-server ({self.binary}) {what}; its last output:\n{output}"
 
     def pids(self) -> list[int]:
-        """Live processes of this code-server's tree (launcher, server, extension host…)."""
+        """Live processes of this code-server's tree (launcher, server, extension host…):
+        its launcher's descendants. The idle monitor asks at every poll, so this does not
+        read every process's environment as stopping does (to find one that escaped)."""
         if self._proc is None:
             return []
-        members = tree_members(self._proc.pid, self._proc.pid, self.marker)
+        members = tree_members(None, self._proc.pid, None)
         return sorted(proc.pid for proc in members)
 
     async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:

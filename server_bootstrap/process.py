@@ -30,11 +30,12 @@ def tree_members(
                 found[member.pid] = member
         except psutil.Error:
             pass
-    for proc in psutil.process_iter():
-        if proc.pid in found or proc.pid == os.getpid():
-            continue
-        if _in_group(proc, pgid) or _has_marker(proc, marker):
-            found[proc.pid] = proc
+    if pgid is not None or marker is not None:  # every process read: only when asked
+        for proc in psutil.process_iter():
+            if proc.pid in found or proc.pid == os.getpid():
+                continue
+            if _in_group(proc, pgid) or _has_marker(proc, marker):
+                found[proc.pid] = proc
     return [proc for proc in found.values() if _alive(proc)]
 
 

@@ -7,6 +7,7 @@ import base64
 import io
 import json
 from pathlib import Path
+import pickle
 from pickle import PickleBuffer
 
 import pytest
@@ -154,3 +155,23 @@ def test_map_file_is_private_copy_on_write(tmp_path: Path) -> None:
     assert path.read_bytes() == b"0123456789" and bytes(view) == b"X123456789"
     (tmp_path / "empty.bin").write_bytes(b"")
     assert pickles.map_file(tmp_path / "empty.bin").nbytes == 0
+
+
+def test_in_a_ray_process_a_class_shipped_by_value_is_pickled_by_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ray actor's ``self`` of a class from the driver's ``__main__``: plain pickle cannot
+    name the class; Ray's cloudpickle (here the same library) pickles it by value."""
+    import cloudpickle
+
+    class Local:  # as unnameable for pickle as a class shipped by value
+        def __init__(self) -> None:
+            self.total = 5
+
+    buffers: list[PickleBuffer] = []
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickles.dumps(Local(), buffers)  # outside Ray: as before
+    monkeypatch.setattr(pickles, "_shipping_dumps", lambda: cloudpickle.dumps)
+    data = pickles.dumps([PickleBuffer(b"z" * 8), Local()], buffers)
+    loaded = pickles.loads(data, pickles.raw_buffers(buffers))
+    assert loaded[1].total == 5 and bytes(loaded[0]) == b"z" * 8

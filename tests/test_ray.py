@@ -230,6 +230,7 @@ def test_both_orders_options_and_an_actor_resumed_on_its_state(
     finally:
         driver.stop()
     assert "RESULT [2.0, 7.0]" in output, output[-3000:]  # the actor kept its total, 5
+    assert "cannot be saved" not in output, "the actor's self (a class shipped by value) too"
 
 
 def test_ray_retries_do_not_open_a_session_again_after_an_abort(

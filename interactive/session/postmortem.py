@@ -71,7 +71,7 @@ def _watch_clients() -> None:
 
 
 LISTEN_TIMEOUT_SECONDS = 15.0
-CANCEL_CHECK_SECONDS = 0.25
+CANCEL_CHECK_SECONDS = 1.0
 """How often a presenter waiting for a client checks that it was stopped (a client that
 configures itself wakes it at once)."""
 """debugpy waits for its listener with no limit; podcode gives up after this long."""
@@ -224,9 +224,10 @@ class PostMortem:
         # pydevd's own block_until_configuration_done wakes 50 times a second to process
         # commands its command thread processes anyway: a waiting session would burn CPU
         # for nothing. The client's configurationDone sets this event: woken at once.
-        while not self._stop.is_set() and not self._waiting.is_set():
-            if configured.wait(CANCEL_CHECK_SECONDS):
-                return
+        with _unhurried(pydevd):
+            while not self._stop.is_set() and not self._waiting.is_set():
+                if configured.wait(CANCEL_CHECK_SECONDS):
+                    return
 
     @staticmethod
     def _show(debugpy: Any, excinfo: ExcInfo) -> None:
@@ -236,6 +237,32 @@ class PostMortem:
                 debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
             except Exception:  # a debugger hiccup must not end the session
                 log.exception("could not show the exception to the debugger")
+
+
+IDLE_PYDEVD_SECONDS = 1.0
+"""pydevd's housekeeping threads (its command thread, its check that the program still
+runs) wake every ``TIMEOUT_SLOW`` (0.2 s); while no client is attached nothing needs them
+that often (a command wakes the command thread at once): 1 s then."""
+_unhurried_lock = threading.Lock()
+_unhurried_count = [0, 0.0]
+"""Presenters waiting for a client, and pydevd's own ``TIMEOUT_SLOW`` to put back."""
+
+
+@contextlib.contextmanager
+def _unhurried(pydevd: Any) -> Iterator[None]:
+    """pydevd's housekeeping slowed while at least one presenter waits for a client."""
+    with _unhurried_lock:
+        if _unhurried_count[0] == 0:
+            _unhurried_count[1] = pydevd.TIMEOUT_SLOW
+            pydevd.TIMEOUT_SLOW = max(_unhurried_count[1], IDLE_PYDEVD_SECONDS)
+        _unhurried_count[0] += 1
+    try:
+        yield
+    finally:
+        with _unhurried_lock:
+            _unhurried_count[0] -= 1
+            if _unhurried_count[0] == 0:
+                pydevd.TIMEOUT_SLOW = _unhurried_count[1]
 
 
 _MAIN_THREAD = "__pydevd_main_thread"

@@ -23,6 +23,7 @@ import logging
 import mmap
 import os
 import pickle
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -54,7 +55,25 @@ def dumps(value: Any, buffers: list[pickle.PickleBuffer], dumper: Dumper | None 
         return pickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
     except BaseException:
         del buffers[start:]
+        shipping = _shipping_dumps() if dumper is None else None
+        if shipping is None:
+            raise
+    try:  # a class of the driver's __main__, shipped by value: pickled by value again
+        return shipping(value, protocol=PROTOCOL, buffer_callback=buffers.append)
+    except BaseException:
+        del buffers[start:]
         raise
+
+
+def _shipping_dumps() -> Callable[..., bytes] | None:
+    """Ray's cloudpickle, in a process connected to Ray: there a task's classes and
+    functions may come from the driver's ``__main__`` by value, which plain pickle cannot
+    name (loading needs Ray importable, as it is where the task runs again)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    dumps: Callable[..., bytes] = ray.cloudpickle.dumps
+    return dumps
 
 
 def loads(data: Chunk, buffers: Iterable[Any] = ()) -> Any:
