@@ -41,6 +41,27 @@ def test_list_shows_sessions_with_idle_and_cleanup(fake_kube: FakeKube, console:
     assert len(lines) == 2
 
 
+def test_list_shows_the_raycluster_and_rayjob_of_kuberay_pods(
+    fake_kube: FakeKube, console: Console
+) -> None:
+    ray = {"ray.io/cluster": "train-raycluster-x7k", "ray.io/node-type": "worker",
+           "ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "train"}
+    fake_kube.add_pod("train-raycluster-x7k-gpu-a", labels={
+        "podcode.io/session": "true", "podcode.io/state": "waiting", **ray})
+    fake_kube.session_pod("plain")
+    assert run(["list"], console) == Exit.OK
+    lines = output(console).splitlines()
+    assert lines[0].split()[-1] == "RAY"
+    assert lines[1].endswith("-") and "plain" in lines[1]
+    assert lines[2].endswith("RayJob/train train-raycluster-x7k (worker)"), lines[2]
+    console.out.seek(0)
+    console.out.truncate()
+    assert run(["list", "-o", "json"], console) == Exit.OK
+    listed = {s["pod"]: s["ray"] for s in json.loads(output(console))}
+    assert listed == {"plain": None,
+                      "train-raycluster-x7k-gpu-a": "RayJob/train train-raycluster-x7k (worker)"}
+
+
 def test_list_all_namespaces_as_json(fake_kube: FakeKube, console: Console) -> None:
     fake_kube.session_pod("train-a")
     fake_kube.session_pod("train-b", "other", state="done")

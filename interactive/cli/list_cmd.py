@@ -19,11 +19,13 @@ HEADERS = ("POD", "NAMESPACE", "STATE", "TASK", "OWNER", "IDLE", "CLEANUP")
 LOCAL_HEADERS = ("PID", "TASK", "STATE", "STARTED", "ERROR")
 
 
-def row(info: SessionInfo, now: float) -> tuple[str, ...]:
-    return (
+def row(info: SessionInfo, now: float, ray: bool = False) -> tuple[str, ...]:
+    """A table row; ``ray``: with the RAY column (some listed pod is a KubeRay pod)."""
+    cells = (
         info.pod, info.namespace, info.state or "-", info.task or "-", info.owner or "-",
         since(info.idle_since, now), until(info.reap_at, now),
     )
+    return (*cells, info.ray or "-") if ray else cells
 
 
 def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
@@ -32,7 +34,7 @@ def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
         "owner": info.owner, "phase": info.phase,
         "idle_since": iso(info.idle_since),
         "idle_seconds": None if info.idle_since is None else round(now - info.idle_since),
-        "reap_at": iso(info.reap_at), "ports": dict(info.ports),
+        "reap_at": iso(info.reap_at), "ports": dict(info.ports), "ray": info.ray,
     }
 
 
@@ -89,5 +91,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         where = f"namespace {namespace}" if namespace else "any namespace"
         console.warn(f"no podcode sessions in {where}")
     else:
-        console.say(table(HEADERS, [row(s, now) for s in sessions]))
+        ray = any(s.ray for s in sessions)
+        headers = (*HEADERS, "RAY") if ray else HEADERS
+        console.say(table(headers, [row(s, now, ray) for s in sessions]))
     return Exit.OK

@@ -54,6 +54,7 @@ from interactive.kube.labels import (
     LABEL_STATE,
     SELECTOR,
     parse_rfc3339,
+    ray_of,
 )
 from interactive.kube.portforward import PortStream, open_port_stream
 
@@ -82,6 +83,8 @@ class SessionInfo:
     phase: str | None = None
     containers: tuple[str, ...] = ()
     default_container: str | None = None
+    ray: str | None = None
+    """A KubeRay pod: its RayCluster (and RayJob), from KubeRay's labels."""
 
     @property
     def ended(self) -> bool:
@@ -121,6 +124,7 @@ def session_from_pod(pod: Mapping[str, Any]) -> SessionInfo:
         phase=(pod.get("status") or {}).get("phase"),
         containers=containers,
         default_container=annotations.get(ANN_DEFAULT_CONTAINER),
+        ray=ray_of(labels),
     )
 
 

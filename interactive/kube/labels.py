@@ -9,6 +9,7 @@ culler may import it freely.
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -21,6 +22,24 @@ ANN_HOME = "podcode.io/home"
 ANN_REAP_AT = "podcode.io/reap-at"
 ANN_IDLE_SINCE = "podcode.io/idle-since"
 ANN_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+RAY_CLUSTER = "ray.io/cluster"
+RAY_NODE_TYPE = "ray.io/node-type"
+RAY_ORIGIN_KIND = "ray.io/originated-from-crd"
+RAY_ORIGIN_NAME = "ray.io/originated-from-cr-name"
+"""KubeRay's labels: the RayCluster of a Ray pod, head or worker, and (where KubeRay puts
+them) the RayJob or RayService the cluster was made for."""
+
+
+def ray_of(labels: Mapping[str, str]) -> str | None:
+    """Where a KubeRay pod belongs, for ``podcode list``: ``RayJob/train cluster
+    train-raycluster-x7k (worker)``; None for a pod that is not a Ray node."""
+    cluster = labels.get(RAY_CLUSTER)
+    if not cluster:
+        return None
+    text = f"{cluster} ({labels.get(RAY_NODE_TYPE) or 'node'})"
+    if labels.get(RAY_ORIGIN_KIND) and labels.get(RAY_ORIGIN_NAME):
+        text = f"{labels[RAY_ORIGIN_KIND]}/{labels[RAY_ORIGIN_NAME]} {text}"
+    return text
 """kubectl's own annotation: the container ``exec`` picks when none is named."""
 EVENT_SOURCE = "podcode"
 SELECTOR = f"{LABEL_SESSION}=true"
