@@ -66,8 +66,8 @@ def show(record: dict[str, object], home: Path) -> None:
         ready = "open it in a browser" if answers(url) else "not answering yet, try again soon"
         print(f"  VS Code:      {url}  ({ready})")
         print(f"  password:     the \"password\" in {home / 'session.json'} (cat it)")
-        print(f"  debugger:     in VS Code press F5: \"podcode: attach to failed {task} "
-              "(post-mortem)\" stops where it failed")
+        print(f"  debugger:     VS Code starts \"podcode: attach to failed {task} "
+              "(post-mortem)\" by itself: it stops where it failed (F5 attaches again)")
     debug = record["debug"]
     assert isinstance(debug, dict)
     where = f"{debug['host']}:{debug['port']}"
