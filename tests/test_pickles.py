@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-from pathlib import Path
 import pickle
+from pathlib import Path
 from pickle import PickleBuffer
 
 import pytest

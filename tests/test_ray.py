@@ -101,6 +101,44 @@ if __name__ == "__main__":
 """
 
 
+CANCELLED = f"""\
+import glob, json, os, time
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def work(x):
+    return 10 / x
+
+
+def waiting(home):
+    for path in glob.glob(home + "/sessions/*/session.json"):
+        record = json.load(open(path))
+        if record.get("state") == "waiting":
+            return record
+    return None
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    ref = work.remote(0)
+    home = os.environ["PODCODE_HOME"]
+    while not waiting(home):
+        time.sleep(0.2)
+    with open(os.path.join(waiting(home)["workspace"], "driver.py"), "a") as script:
+        script.write("# the engineer's edit, before the job is cancelled\\n")
+    ray.cancel(ref)
+    try:
+        ray.get(ref)
+    except ray.exceptions.TaskCancelledError:
+        print("CANCELLED", flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with ray_cluster(dashboard=True) as running:
@@ -266,3 +304,17 @@ def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
         driver.stop()
     assert "RESULT [23.0, 13.0, 13.0, 13.0]" in output, output[-3000:]
     assert "succeeded" in output
+
+
+def test_ray_cancel_ends_the_waiting_session_with_the_edits_saved(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": CANCELLED})
+    try:
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "CANCELLED" in output, output[-3000:]
+    assert "was interrupted while its session waited; your edits are saved" in output
+    patch = driver.podcode("edits", "driver.py:work")
+    assert "+# the engineer's edit, before the job is cancelled" in patch, patch

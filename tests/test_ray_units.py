@@ -156,3 +156,34 @@ def test_a_ray_node_pod_is_never_deleted_by_one_sessions_cleanup(
         assert identity.others_open(name), "the raylet and other workers keep the pod"
     finally:
         identity.release_session_id(name)
+
+
+def test_a_blocked_wait_sees_an_exception_raised_into_its_thread() -> None:
+    """``ray.cancel`` raises KeyboardInterrupt into a running task's thread; a session
+    waiting for a command must see it (a bare ``queue.get()`` never would)."""
+    import ctypes
+    import queue
+    import threading
+
+    from interactive.base.threads import get_interruptibly
+
+    commands: queue.SimpleQueue[str] = queue.SimpleQueue()
+    seen: list[BaseException] = []
+
+    started = threading.Event()
+
+    def wait() -> None:
+        try:
+            started.set()
+            get_interruptibly(commands)
+        except KeyboardInterrupt as exc:
+            seen.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    started.wait(10)
+    assert waiter.ident is not None
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(waiter.ident), ctypes.py_object(KeyboardInterrupt))
+    waiter.join(10)
+    assert not waiter.is_alive() and isinstance(seen[0], KeyboardInterrupt)

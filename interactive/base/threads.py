@@ -18,6 +18,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import queue
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -145,3 +146,18 @@ def service_executor(name: str, workers: int = 4) -> concurrent.futures.ThreadPo
     return concurrent.futures.ThreadPoolExecutor(
         workers, thread_name_prefix=prefix, initializer=mark_service_thread
     )
+
+
+INTERRUPTIBLE_SECONDS = 1.0
+"""How long a blocking wait sleeps at a time, so that an exception raised into its thread
+from outside (``ray.cancel`` raises KeyboardInterrupt in a task's thread so) is seen."""
+
+
+def get_interruptibly(source: queue.SimpleQueue[T]) -> T:
+    """``source.get()``, woken once a second: a thread blocked in a lock never sees an
+    asynchronous exception; this one does within a second."""
+    while True:
+        try:
+            return source.get(timeout=INTERRUPTIBLE_SECONDS)
+        except queue.Empty:
+            continue

@@ -38,6 +38,7 @@ from interactive.base.ports import bind_free, free_port, url_of
 from interactive.base.record import SessionRecord
 from interactive.base.settings import Settings, ensure_home, podcode_home
 from interactive.base.state import SessionState
+from interactive.base.threads import get_interruptibly
 from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
 from interactive.distributed.peers import Peers, PeerSampler, rank_home, set_in_session
 from interactive.distributed.peers import current as current_peers
@@ -482,7 +483,7 @@ class Session:
             # Keep the waiting thread out of the debugger's "suspend all threads".
             debugpy.trace_this_thread(False)
         with postmortem.out_of_sight():  # not listed in the debugger's threads either
-            command = self.commands.get()
+            command = get_interruptibly(self.commands)
         log.info("session for %s: %s", self.task.name, command.kind)
         return command
 

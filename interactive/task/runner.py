@@ -236,7 +236,13 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
         except Exception as exc:
             return _without_session(call, excinfo, exc)
         _sync_checkpoints(call.ref)  # a retry in a new pod finds the last checkpoint
-        value = _serve(call, session, excinfo)
+        try:
+            value = _serve(call, session, excinfo)
+        except KeyboardInterrupt:  # Ctrl-C, or ray.cancel (raised into the waiting thread)
+            url = session.save_edits()
+            log.warning("%s was interrupted while its session waited%s", call.ref.name,
+                        f"; your edits are saved in {url}" if url else "")
+            raise
         final = Phase.DONE
         return value
     finally:
