@@ -5,7 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from interactive.cli.errors import (
     ControlBadRequest,
@@ -47,6 +47,15 @@ class ControlClient:
 
     def abort(self) -> dict[str, Any]:
         return self._checked("POST", "/api/abort", {})
+
+    def login_link(self, ide_url: str) -> str | None:
+        """A link that logs a browser in to code-server at ``ide_url`` once, without the
+        password (None: the session gives none, as sessions before links did)."""
+        status, data = self._request("POST", "/api/login-link", {})
+        nonce = data.get("nonce")
+        if status >= 400 or not isinstance(nonce, str):
+            return None
+        return f"{self.url.rstrip('/')}/login/{quote(nonce)}?{urlencode({'ide': ide_url})}"
 
     def _checked(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         status, data = self._request(method, path, body)

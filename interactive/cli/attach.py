@@ -40,24 +40,31 @@ def attach(args: argparse.Namespace, console: Console) -> int:
             ide = stack.enter_context(forward(cluster, info, remote, args.port or remote,
                                                fixed=args.port is not None, name="code-server"))
             ide_url = ide.url + "/"
-        _announce(console, args, info, record, status.get("state"), ide_url, control.url)
+        link = client.login_link(ide_url) if ide_url and record.password else None
+        _announce(console, args, info, record, status.get("state"), ide_url, control.url, link)
         if args.open and ide_url:
-            console.open_browser(ide_url)
+            console.open_browser(link or ide_url)
         return hold(console, cluster, info, client)
 
 
 def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
-              record: SessionRecord, state: object, ide_url: str | None, control_url: str) -> None:
+              record: SessionRecord, state: object, ide_url: str | None, control_url: str,
+              link: str | None = None) -> None:
     if args.output == "json":
         console.say(json.dumps({
             "pod": info.pod, "namespace": info.namespace, "task": record.task, "state": state,
             "url": ide_url, "password": record.password, "control_url": control_url,
+            "login_url": link,
         }))
         return
     console.say(f"Attached to {info.namespace}/{info.pod}: task {record.task or '-'}, "
                 f"state {state}" + (f", error {record.error}" if record.error else ""))
     if ide_url:
         console.say(f"  VS Code:   {ide_url}")
+        if link:
+            console.say(f"  Open:      {link}")
+            console.say("             (logs this browser in once, within 10 minutes; then use "
+                        "the VS Code address)")
         if record.password:
             console.say(f"  Password:  {record.password}")
             console.say(f"             (the login page asks for it; it is also the \"password\" in "

@@ -31,6 +31,7 @@ from interactive.base.phases import Phase
 from interactive.base.ports import url_of
 from interactive.base.state import SessionState
 from interactive.distributed.peers import PEER_HEADER
+from interactive.session import login
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +132,11 @@ async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
 
 
 def build_app(
-    controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS
+    controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS,
+    password: str | None = None,
 ) -> web.Application:
+    """The API; ``password`` (code-server's) enables one-time login links
+    (:mod:`interactive.session.login`)."""
     state = controls.state
 
     async def healthz(request: web.Request) -> web.Response:
@@ -178,6 +182,7 @@ def build_app(
     app.router.add_post("/api/keepalive", keepalive)
     app.router.add_post("/api/activity", activity)
     app.router.add_post("/api/abort", abort)
+    login.add_routes(app, login.LoginLinks(), password)
     return app
 
 
@@ -267,9 +272,11 @@ class ControlServer:
         *,
         head_timeout: float = HEAD_TIMEOUT_SECONDS,
         body_timeout: float = BODY_TIMEOUT_SECONDS,
+        password: str | None = None,
     ) -> None:
         self._runner = web.AppRunner(
-            build_app(controls, token, body_timeout), handle_signals=False, access_log=None
+            build_app(controls, token, body_timeout, password), handle_signals=False,
+            access_log=None,
         )
         self._sock = sock
         self._head_timeout = head_timeout

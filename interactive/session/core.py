@@ -231,7 +231,7 @@ class Session:
             ControlServer,  # aiohttp: imported while the IDE boots
         )
 
-        self._control = ControlServer(self, self.token, control_sock)
+        self._control = ControlServer(self, self.token, control_sock, password=self.password)
         self._loop.call(self._control.start())
         self.capture = save_session_inputs(
             self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot,
