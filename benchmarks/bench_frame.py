@@ -6,8 +6,9 @@ Variables view of the pod's code-server, in Chromium.
 
 - ``time_to_frame_s``: wall seconds from the exception (the task writes the time just before
   it raises) to the row ``total = 12`` in the Variables view: the session opens, the browser
-  (already running, as a user's is) opens the URL and logs in, and with no click or key
-  the companion starts the post-mortem attach (``podcode.attachOnOpen``). The task runs
+  (already running, as a user's is) opens the session's one-time login link (nothing
+  typed), and with no click or key the companion starts the post-mortem attach
+  (``podcode.attachOnOpen``). The task runs
   1.5 s before it
   raises, as real tasks do (podcode imports what a session needs meanwhile).
 - ``bare_workbench_s`` (the baseline, measured in the same run, interleaved): the same
@@ -129,6 +130,17 @@ def _session(home: Path) -> dict[str, Any] | None:
     return record if record.get("state") == "waiting" else None
 
 
+def _login_link(record: dict[str, Any]) -> str:
+    """A one-time login link of the session, as ``podcode attach`` gets it."""
+    from interactive.cli.api import ControlClient
+
+    link = ControlClient(record["control_url"], record["token"]).login_link(
+        record["code_server_url"])
+    if link is None:
+        raise RuntimeError("the session gave no login link")
+    return link
+
+
 def time_to_frame(root: Path, browser: Any) -> float:
     """A failing decorated task: its exception to its locals in the Variables view."""
     workspace, home = root / "ws", root / "home"
@@ -145,9 +157,7 @@ def time_to_frame(root: Path, browser: Any) -> float:
             raise RuntimeError("the job exited before its session opened")
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        page.goto(record["code_server_url"])
-        page.fill("input[type=password]", record["password"])
-        page.click("input[type=submit], button[type=submit]")
+        page.goto(_login_link(record))  # what podcode attach prints: nothing to type
         # No click or key after the login: the companion starts the post-mortem by itself.
         page.locator(".debug-variables .monaco-list-row",
                      has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
