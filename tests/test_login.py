@@ -7,11 +7,28 @@ import aiohttp
 import pytest
 
 from interactive.base.ports import listen_socket
+from interactive.base.state import SessionState
 from interactive.session.control import ControlServer
 from interactive.session.login import LINK_SECONDS, LoginLinks, loopback_origin
-from tests.test_control import Controls
 
 IDE = "http://127.0.0.1:8080/"
+
+
+class Controls:
+    """What the API steers; these tests call none of it."""
+
+    def __init__(self) -> None:
+        self.state = SessionState("m.task")
+
+    def resume(self, peer: bool = False) -> None: ...
+
+    def abort(self, peer: bool = False) -> None: ...
+
+    def peer_status(self) -> dict[str, object]:
+        return {}
+
+    def keepalive(self, seconds: float) -> float | None:
+        return None
 
 
 def test_a_link_is_used_once_and_expires() -> None:

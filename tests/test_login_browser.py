@@ -12,17 +12,29 @@ import pytest
 
 from tests.browser import MARKS, VIEWPORT, chromium_page
 from tests.session_fixture import Job
-from tests.test_debugger_browser import HELPERS, JOB
 
 playwright_api = pytest.importorskip("playwright.async_api")
 
 pytestmark = [pytest.mark.codeserver, *MARKS]
 
+JOB = """\
+from interactive import vscode
+
+
+@vscode(port=0, control_port=0, debug_port=0)
+def middle(values):
+    total = sum(value * 2 for value in values)
+    raise ValueError(f"total too large: {total}")
+
+
+if __name__ == "__main__":
+    middle([1, 2, 3])
+"""
+
 
 async def test_a_login_link_lands_in_the_failed_frame_with_no_typing(
     job: Job, code_server_binary: Path, tmp_path: Path
 ) -> None:
-    job.write("helpers.py", HELPERS)
     job.write("job.py", JOB)
     record = job.start().wait_state("waiting", timeout=120)
     _, issued = job.api("POST", "/api/login-link")
