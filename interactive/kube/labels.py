@@ -22,16 +22,20 @@ ANN_HOME = "podcode.io/home"
 ANN_REAP_AT = "podcode.io/reap-at"
 ANN_IDLE_SINCE = "podcode.io/idle-since"
 ANN_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+"""kubectl's own annotation: the container ``exec`` picks when none is named."""
 RAY_CLUSTER = "ray.io/cluster"
 RAY_NODE_TYPE = "ray.io/node-type"
 RAY_ORIGIN_KIND = "ray.io/originated-from-crd"
 RAY_ORIGIN_NAME = "ray.io/originated-from-cr-name"
 """KubeRay's labels: the RayCluster of a Ray pod, head or worker, and (where KubeRay puts
 them) the RayJob or RayService the cluster was made for."""
+EVENT_SOURCE = "podcode"
+SELECTOR = f"{LABEL_SESSION}=true"
+"""The label selector of podcode sessions."""
 
 
 def ray_of(labels: Mapping[str, str]) -> str | None:
-    """Where a KubeRay pod belongs, for ``podcode list``: ``RayJob/train cluster
+    """Where a KubeRay pod belongs, for ``podcode list``: ``RayJob/train
     train-raycluster-x7k (worker)``; None for a pod that is not a Ray node."""
     cluster = labels.get(RAY_CLUSTER)
     if not cluster:
@@ -40,10 +44,6 @@ def ray_of(labels: Mapping[str, str]) -> str | None:
     if labels.get(RAY_ORIGIN_KIND) and labels.get(RAY_ORIGIN_NAME):
         text = f"{labels[RAY_ORIGIN_KIND]}/{labels[RAY_ORIGIN_NAME]} {text}"
     return text
-"""kubectl's own annotation: the container ``exec`` picks when none is named."""
-EVENT_SOURCE = "podcode"
-SELECTOR = f"{LABEL_SESSION}=true"
-"""The label selector of podcode sessions."""
 
 
 def rfc3339(when: float) -> str:

@@ -114,11 +114,11 @@ class Plan:
     not_loaded: list[str] = field(default_factory=list)
     """Edited files that no code of this process was loaded from: nothing patched there."""
     replaced: dict[int, tuple[types.CodeType, Defaults]] = field(default_factory=dict)
+    """New code and defaults by ``id()`` of the function object that will get them."""
     unfound: dict[tuple[str, str], Unpatchable] = field(default_factory=dict)
     """Changed definitions not running in one namespace of their file, by file and name."""
     found: set[tuple[str, str]] = field(default_factory=set)
     """Changed definitions running in some namespace, by file and name."""
-    """New code and defaults by ``id()`` of the function object that will get them."""
 
     def preview(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """``function`` as it will be once applied (itself when it does not change)."""

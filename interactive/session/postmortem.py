@@ -71,10 +71,10 @@ def _watch_clients() -> None:
 
 
 LISTEN_TIMEOUT_SECONDS = 15.0
+"""debugpy waits for its listener with no limit; podcode gives up after this long."""
 CANCEL_CHECK_SECONDS = 1.0
 """How often a presenter waiting for a client checks that it was stopped (a client that
 configures itself wakes it at once)."""
-"""debugpy waits for its listener with no limit; podcode gives up after this long."""
 
 
 def listen(host: str, port: int) -> tuple[str, int]:
