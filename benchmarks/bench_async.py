@@ -26,7 +26,6 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure, interleaved  # noqa: E402
 from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
+from interactive.cli.api import ControlClient  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 
@@ -134,13 +134,6 @@ def _waiting(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     raise RuntimeError("the session did not open in time")
 
 
-def _resume(record: dict[str, Any]) -> None:
-    request = urllib.request.Request(record["control_url"] + "/api/resume", method="POST")
-    request.add_header("Authorization", f"Bearer {record['token']}")
-    with urllib.request.urlopen(request, b"", timeout=10):
-        pass
-
-
 def stall_ms(enabled: bool, binary: Path | None) -> float:
     """The longest extra gap of the ticker in one run of the program, in ms."""
     with tempfile.TemporaryDirectory(prefix="podcode-bench-async-") as scratch:
@@ -156,7 +149,7 @@ def stall_ms(enabled: bool, binary: Path | None) -> float:
                 record = _waiting(home, proc)
                 time.sleep(WAIT_SECONDS)
                 (root / "divisor").write_text("1")
-                _resume(record)
+                ControlClient(record["control_url"], record["token"]).resume()
             if proc.wait(180) != 0:
                 raise RuntimeError("the ticker program failed")
         finally:
@@ -180,7 +173,7 @@ def flyte2_resume_seconds() -> float:
             record = _waiting(home, proc)
             (root / "wf.py").write_text(FLYTE.replace("x * x // (x - 2)", "x * x"))
             started = time.time()
-            _resume(record)
+            ControlClient(record["control_url"], record["token"]).resume()
             if proc.wait(180) != 0:
                 raise RuntimeError(f"the Flyte 2 run failed:\n{log.read_text()}")
         finally:

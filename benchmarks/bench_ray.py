@@ -23,13 +23,13 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure  # noqa: E402
+from interactive.cli.api import ControlClient  # noqa: E402
 from tests.ray_cluster import Cluster, ray_cluster  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
@@ -66,13 +66,6 @@ def _waiting(home: Path) -> dict[str, Any] | None:
     return None
 
 
-def _resume(record: dict[str, Any]) -> None:
-    request = urllib.request.Request(record["control_url"] + "/api/resume", method="POST")
-    request.add_header("Authorization", f"Bearer {record['token']}")
-    with urllib.request.urlopen(request, b"", timeout=10):
-        pass
-
-
 def one_job(cluster: Cluster, run: int) -> tuple[float, int]:
     """(seconds from resume to the driver's result, sessions opened)."""
     with tempfile.TemporaryDirectory(prefix="podcode-bench-ray-") as scratch:
@@ -89,7 +82,7 @@ def one_job(cluster: Cluster, run: int) -> tuple[float, int]:
             script = Path(record["workspace"]) / "driver.py"
             script.write_text(script.read_text().replace("x // 0", "x * 2"))
             started = time.time()
-            _resume(record)
+            ControlClient(record["control_url"], record["token"]).resume()
             if proc.wait(300) != 0:
                 raise RuntimeError(f"the driver failed:\n{log.read_text()[-3000:]}")
         finally:
