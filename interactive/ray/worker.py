@@ -21,7 +21,7 @@ from typing import Any
 from interactive.base import identity
 from interactive.base.settings import Settings
 from interactive.base.types import TaskRef
-from interactive.resume.patching import unwrap
+from interactive.resume.patching import shipped, unwrap
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,9 @@ def relocate(task: Any, root: Path) -> Path | None:
     """Point the by-value code of ``task`` (and of the functions shipped with it) at the
     copy's file; that file (None: the task is not by value, or its file is not there)."""
     for function in unwrap(task):
-        namespace = function.__globals__
-        module = sys.modules.get(function.__module__)
-        if module is not None and vars(module) is namespace:
+        if not shipped(function):
             continue  # imported by reference: already the copy's module
+        namespace = function.__globals__
         origin = str(namespace.get("__file__") or function.__code__.co_filename)
         target = in_copy(origin, root) if origin != DYNAMIC else None
         if target is None:

@@ -204,15 +204,18 @@ def namespaces_of(path: Path, tasks: Iterable[Callable[..., Any]] = ()) -> list[
     for task in tasks:
         for function in unwrap(task):
             namespace = function.__globals__
-            if any(namespace is seen.globals for seen in found):
-                continue
-            module = sys.modules.get(function.__module__)
-            if module is not None and vars(module) is namespace:
+            if any(namespace is seen.globals for seen in found) or not shipped(function):
                 continue  # by reference: its module was searched
             filenames = (function.__code__.co_filename, namespace.get("__file__"))
             if any(_same_file(name, path, wanted) for name in filenames):
                 found.append(Namespace(function.__module__, str(path), namespace, (function,)))
     return found
+
+
+def shipped(function: types.FunctionType) -> bool:
+    """Whether ``function`` came by value (cloudpickle): its globals are no module's."""
+    module = sys.modules.get(function.__module__)
+    return module is None or vars(module) is not function.__globals__
 
 
 def _same_file(filename: object, path: Path, wanted: Path | None) -> bool:
