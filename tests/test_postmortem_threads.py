@@ -163,3 +163,16 @@ def test_a_debugger_still_attached_is_shown_the_next_failure(job: Job) -> None:
         client.close()
     assert job.api("POST", "/api/abort")[0] in (200, 202)
     assert job.wait_exit() != 0
+
+
+def test_pydevd_housekeeping_is_slowed_only_while_a_presenter_waits() -> None:
+    from types import SimpleNamespace
+
+    from interactive.session.postmortem import IDLE_PYDEVD_SECONDS, _unhurried
+
+    pydevd = SimpleNamespace(TIMEOUT_SLOW=0.2)
+    with _unhurried(pydevd):
+        with _unhurried(pydevd):  # a second session of the process waits too
+            assert pydevd.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS
+        assert pydevd.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS, "one presenter still waits"
+    assert pydevd.TIMEOUT_SLOW == 0.2, "pydevd's own value is back"

@@ -243,26 +243,29 @@ IDLE_PYDEVD_SECONDS = 1.0
 """pydevd's housekeeping threads (its command thread, its check that the program still
 runs) wake every ``TIMEOUT_SLOW`` (0.2 s); while no client is attached nothing needs them
 that often (a command wakes the command thread at once): 1 s then."""
-_unhurried_lock = threading.Lock()
-_unhurried_count = [0, 0.0]
-"""Presenters waiting for a client, and pydevd's own ``TIMEOUT_SLOW`` to put back."""
+class _Unhurried:
+    """Presenters waiting for a client, and pydevd's own ``TIMEOUT_SLOW`` to put back."""
+
+    lock = threading.Lock()
+    waiting = 0
+    saved = 0.0
 
 
 @contextlib.contextmanager
 def _unhurried(pydevd: Any) -> Iterator[None]:
     """pydevd's housekeeping slowed while at least one presenter waits for a client."""
-    with _unhurried_lock:
-        if _unhurried_count[0] == 0:
-            _unhurried_count[1] = pydevd.TIMEOUT_SLOW
-            pydevd.TIMEOUT_SLOW = max(_unhurried_count[1], IDLE_PYDEVD_SECONDS)
-        _unhurried_count[0] += 1
+    with _Unhurried.lock:
+        if _Unhurried.waiting == 0:
+            _Unhurried.saved = pydevd.TIMEOUT_SLOW
+            pydevd.TIMEOUT_SLOW = max(_Unhurried.saved, IDLE_PYDEVD_SECONDS)
+        _Unhurried.waiting += 1
     try:
         yield
     finally:
-        with _unhurried_lock:
-            _unhurried_count[0] -= 1
-            if _unhurried_count[0] == 0:
-                pydevd.TIMEOUT_SLOW = _unhurried_count[1]
+        with _Unhurried.lock:
+            _Unhurried.waiting -= 1
+            if _Unhurried.waiting == 0:
+                pydevd.TIMEOUT_SLOW = _Unhurried.saved
 
 
 _MAIN_THREAD = "__pydevd_main_thread"
