@@ -83,6 +83,8 @@ def relocate(task: Any, root: Path) -> Path | None:
             continue  # imported by reference: already the copy's module
         namespace = function.__globals__
         origin = str(namespace.get("__file__") or function.__code__.co_filename)
+        if Path(origin).is_relative_to(root):
+            return Path(origin)  # the copy's file already (moved at an earlier call): no I/O
         target = in_copy(origin, root) if origin != DYNAMIC else None
         if target is None:
             continue
