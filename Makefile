@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# PyTorch's CPU build, for the torchrun tests (gloo); the exact pin keeps CUDA wheels out.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,flyte,flyte2,ray]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,flyte,flyte2,ray,ssh]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # A real code-server in the shared cache (outside the checkout), through podcode's own installer.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install the Debian packages podcode's tests and code-server need, if missing.
+# Install the Debian packages podcode's tests and code-server need, if missing
+# (openssh-client: the SSH tests drive the real ssh, sftp and scp).
 set -euo pipefail
 needed=()
-for pkg in chromium libkrb5-dev openssl; do
+for pkg in chromium libkrb5-dev openssl openssh-client; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || needed+=("$pkg")
 done
 [ ${#needed[@]} -eq 0 ] && exit 0

@@ -79,10 +79,11 @@ def _damage(data: Mapping[str, Any]) -> str | None:
     pid = data.get("pid")
     if pid is not None and (_int(pid) is None or not 0 < pid <= MAX_PID):
         return f"pid {pid!r} is not a process id"
-    debug = data.get("debug")
-    port = debug.get("port") if isinstance(debug, dict) else None
-    if port is not None and (_int(port) is None or not 0 < port <= 65535):
-        return f"debug.port {port!r} is not a port"
+    for name in ("debug", "ssh"):
+        group = data.get(name)
+        port = group.get("port") if isinstance(group, dict) else None
+        if port is not None and (_int(port) is None or not 0 < port <= 65535):
+            return f"{name}.port {port!r} is not a port"
     for key in ("control_url", "code_server_url"):
         url = data.get(key)
         if url is None or url == "":
@@ -137,6 +138,10 @@ class SessionRecord:
     session: str | None = None
     """The session's id: ``<pid>-<start>``, then ``-2``, ``-3``... for the other sessions
     of one process open at once (``--session`` chooses by it)."""
+    ssh_port: int | None = None
+    """The SSH endpoint's port (``ssh.port``), None when it serves no SSH."""
+    ssh_host_key: str | None = None
+    """Its host key (``ssh.host_key``, ``ssh-ed25519 AAAA...``): what the client pins."""
 
     @property
     def phase(self) -> Phase | None:
@@ -177,6 +182,8 @@ class SessionRecord:
                 inputs=self.inputs,
                 last_activity=self.last_activity,
             )
+            if self.ssh_port is not None:
+                data["ssh"] = {"port": self.ssh_port, "host_key": self.ssh_host_key}
         data.update(pid=self.pid, started=self.started)
         if self.rank is not None:
             data["rank"] = dict(self.rank)
@@ -202,8 +209,9 @@ class SessionRecord:
         if serving and (control_url is None or token is None):
             missing = "control_url" if control_url is None else "token"
             raise RecordError(f"{where} has no {missing}: is the session still starting?")
-        raw_debug, raw_rank = data.get("debug"), data.get("rank")
+        raw_debug, raw_rank, raw_ssh = data.get("debug"), data.get("rank"), data.get("ssh")
         debug: dict[str, Any] = raw_debug if isinstance(raw_debug, dict) else {}
+        ssh: dict[str, Any] = raw_ssh if isinstance(raw_ssh, dict) else {}
         leader = data.get("leader")
         return cls(
             state=_text(data, "state") or "unknown",
@@ -226,6 +234,8 @@ class SessionRecord:
             leader=leader if isinstance(leader, bool) else None,
             gone_at=_number(data.get(GONE)),
             session=_text(data, "session"),
+            ssh_port=_int(ssh.get("port")),
+            ssh_host_key=_text(ssh, "host_key"),
         )
 
     @classmethod

@@ -53,6 +53,8 @@ class PortSettings:
     """The control API's port (0: any free port)."""
     debug_port: int = 5678
     """debugpy's port (0: any free port)."""
+    ssh_port: int = 2222
+    """The SSH endpoint's port (0: any free port)."""
     bind: str = "127.0.0.1"
     """Address every listener binds; reach it through a port-forward."""
 
@@ -67,6 +69,12 @@ class EditorSettings:
     """code-server's authentication: ``password`` (generated) or ``none``."""
     extensions: tuple[str, ...] = ()
     """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
+    ssh: bool = True
+    """Serve SSH (desktop editors, ssh, sftp) with key authentication; needs asyncssh
+    (``pip install 'podcode[ssh]'``), without which it is off."""
+    ssh_authorized_keys: str | None = None
+    """Public keys SSH accepts besides those ``podcode ssh`` pushes: the keys themselves
+    (``authorized_keys`` lines) or the path of a file holding them."""
 
 
 @dataclass(frozen=True)
@@ -313,6 +321,9 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "port": _number(int, 0, 65535),
     "control_port": _number(int, 0, 65535),
     "debug_port": _number(int, 0, 65535),
+    "ssh_port": _number(int, 0, 65535),
+    "ssh": parse_bool,
+    "ssh_authorized_keys": _optional_str,
     "bind": _bind,
     "auth": _choice(AUTHS),
     "max_idle_seconds": _number(float, 0, MAX_SECONDS, above=True),

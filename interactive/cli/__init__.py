@@ -34,6 +34,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "abort": ("control_cmds", "abort"),
     "doctor": ("doctor_cmd", "run"),
     "edits": ("edits_cmd", "run"),
+    "ssh-config": ("ssh_cmd", "ssh_config"),
+    "ssh": ("ssh_cmd", "ssh"),
+    "ssh-proxy": ("ssh_cmd", "ssh_proxy"),
 }
 """Each verb's module and function, imported when the verb runs: ``--help``, a local
 ``status`` or ``edits`` never load the Kubernetes client."""
@@ -50,7 +53,11 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
     """Run one command; returns its exit code (argparse exits 2 on bad usage)."""
     console = console or Console()
     parser = build_parser()
-    args, rest = parser.parse_known_args(list(argv))
+    argv, command = split_command(list(argv))
+    args, rest = parser.parse_known_args(argv)
+    if command is not None and args.verb != "ssh":
+        parser.error("only podcode ssh takes a command after --")
+    args.command = command
     try:
         if args.verb == "install":
             from interactive.cli import install_cmd
@@ -65,6 +72,15 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
     except KeyboardInterrupt:
         console.warn("interrupted")
         return int(Exit.INTERRUPTED)
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``podcode ssh POD -- CMD...``: the arguments, and the command after ``--`` (None
+    without one)."""
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    return argv[:at], argv[at + 1:]
 
 
 def _configure_logging(argv: Sequence[str]) -> None:

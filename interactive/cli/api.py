@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 from typing import Any
@@ -47,6 +48,15 @@ class ControlClient:
 
     def abort(self) -> dict[str, Any]:
         return self._checked("POST", "/api/abort", {})
+
+    def push_files(self, files: dict[str, bytes]) -> dict[str, Any]:
+        """Write ``files`` (path relative to the workspace -> content) in the session."""
+        encoded = {name: base64.b64encode(data).decode() for name, data in files.items()}
+        return self._checked("POST", "/api/files", {"files": encoded})
+
+    def push_ssh_key(self, key: str) -> dict[str, Any]:
+        """Have the session's SSH endpoint accept the public ``key`` (one line)."""
+        return self._checked("POST", "/api/ssh-key", {"key": key})
 
     def login_link(self, ide_url: str) -> str | None:
         """A link that logs a browser in to code-server at ``ide_url`` once, without the

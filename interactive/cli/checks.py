@@ -36,7 +36,7 @@ POD_VERBS: tuple[tuple[str, str, str], ...] = (
     ("get", "pods", ""), ("patch", "pods", ""), ("delete", "pods", ""), ("create", "events", ""),
 )
 PORTS = (("port", "port (code-server)"), ("control_port", "port (control API)"),
-         ("debug_port", "port (debugpy)"))
+         ("debug_port", "port (debugpy)"), ("ssh_port", "port (SSH)"))
 USER_VERBS: tuple[tuple[str, str, str], ...] = (
     ("list", "pods", ""), ("get", "pods", ""),
     # The Python client's WebSocket upgrade is authorised as "get" by some API servers and

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
-from interactive.cli.errors import ControlConflict, Exit
+from interactive.cli.errors import CliError, ControlConflict, Exit
 from interactive.cli.output import duration, fields, iso, until
 from interactive.cli.target import Target, open_target
 
@@ -101,17 +102,45 @@ def status(args: argparse.Namespace, console: Console) -> int:
     return Exit.OK
 
 
+MAX_PUSH_BYTES = 12 << 20
+"""What ``resume --push`` sends at most (the session takes 16 MiB of base64)."""
+
+
+def pushed_files(names: list[str], local_root: str) -> dict[str, bytes]:
+    """``--push`` files by their path relative to ``local_root`` (``/``-separated)."""
+    root = Path(local_root).resolve()
+    files, total = {}, 0
+    for name in names:
+        path = Path(name).resolve()
+        if root not in path.parents:
+            raise CliError(f"--push {name}: not inside --local-root {root}", Exit.USAGE)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CliError(f"--push {name}: {exc.strerror or exc}", Exit.USAGE) from None
+        total += len(data)
+        if total > MAX_PUSH_BYTES:
+            raise CliError(f"--push: over {MAX_PUSH_BYTES >> 20} MiB in all; push the files "
+                           "you edited", Exit.USAGE)
+        files[path.relative_to(root).as_posix()] = data
+    return files
+
+
 def resume(args: argparse.Namespace, console: Console) -> int:
+    files = pushed_files(args.push, args.local_root) if getattr(args, "push", None) else {}
     with open_target(args, console) as target:
+        written = target.client.push_files(files).get("written", []) if files else []
         try:
             answer = target.client.resume()
         except ControlConflict as exc:
             reason = str(exc).removeprefix("cannot resume: ")
             raise ControlConflict(f"cannot resume {target.label}: {reason}", exc.status) from None
     if args.output == "json":
-        console.json({"session": target.label, **answer})
+        console.json({"session": target.label, "pushed": written, **answer})
     else:
-        console.say(_resumed_lines(target.label, answer))
+        pushed = [f"Pushed {len(written)} file(s) into the session's workspace: "
+                  + ", ".join(files)] if written else []
+        console.say("\n".join([*pushed, _resumed_lines(target.label, answer)]))
     return Exit.OK
 
 

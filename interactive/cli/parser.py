@@ -12,6 +12,9 @@ EXAMPLES = """examples:
   podcode status train-x7k2p             state, error, idle time, cleanup countdown
   podcode resume train-x7k2p             run the task again with your edits
   podcode keepalive train-x7k2p --seconds 7200
+  podcode ssh-config train-x7k2p -n ml >> ~/.ssh/config   desktop VS Code (Remote-SSH)
+  podcode ssh train-x7k2p -n ml -- nvidia-smi   a command (or a shell) in the session
+  podcode resume --push train.py         send your edited files, then resume
   podcode edits pipeline.train | git apply   your last fix, from the store
   podcode status                         the session on this machine (no POD)
   podcode doctor                         what works and what to fix
@@ -109,7 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument("--write", action="store_true",
                        help="merge the configuration into LOCAL_ROOT/.vscode/launch.json")
     _pod_verb(sub, common, "status", "the session's state", optional=True)
-    _pod_verb(sub, common, "resume", "re-run the task with the edited code", optional=True)
+    resume = _pod_verb(sub, common, "resume", "re-run the task with the edited code",
+                       optional=True)
+    resume.add_argument("--push", nargs="+", metavar="FILE", help="first send these files "
+                        "(edited on this machine) to the session's workspace, at their path "
+                        "relative to --local-root")
+    resume.add_argument("--local-root", default=".", help="your checkout of the task's code "
+                        "(default: the current folder)")
+    ssh_config = _pod_verb(sub, common, "ssh-config", "an OpenSSH Host block for desktop "
+                           "editors (podcode ssh-config POD >> ~/.ssh/config)", optional=True)
+    ssh = _pod_verb(sub, common, "ssh", "a shell (or the command after --) in the session, "
+                    "over SSH", optional=True)
+    proxy = _pod_verb(sub, common, "ssh-proxy", "the ProxyCommand that ssh-config writes: "
+                      "relays SSH to the session", optional=True)
+    for parser_ in (ssh_config, ssh, proxy):
+        parser_.add_argument("--alias", help="the Host name (default: podcode-POD, or "
+                             "podcode-local)")
     keepalive = _pod_verb(sub, common, "keepalive", "postpone the idle cleanup", optional=True)
     keepalive.add_argument("--seconds", type=_positive, default=3600.0,
                            help="how long to keep the session (default 3600)")

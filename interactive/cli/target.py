@@ -38,6 +38,8 @@ class Target:
     client: ControlClient
     record: SessionRecord
     info: SessionInfo | None = None
+    cluster: Cluster | None = None
+    """The cluster connection, open while the target is (a pod's session)."""
 
 
 def connect(args: argparse.Namespace, console: Console) -> Cluster:
@@ -120,7 +122,7 @@ def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
         try:
             client = ControlClient(forwarder.url, record.token)
             first_contact(client, info, port)
-            yield Target(name, client, record, info)
+            yield Target(name, client, record, info, cluster)
         finally:
             forwarder.close()
 

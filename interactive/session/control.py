@@ -31,7 +31,7 @@ from interactive.base.phases import Phase
 from interactive.base.ports import url_of
 from interactive.base.state import SessionState
 from interactive.distributed.peers import PEER_HEADER
-from interactive.session import login
+from interactive.session import desktop, login
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +133,11 @@ async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
 
 def build_app(
     controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS,
-    password: str | None = None,
+    password: str | None = None, editors: desktop.Desktop | None = None,
 ) -> web.Application:
     """The API; ``password`` (code-server's) enables one-time login links
-    (:mod:`interactive.session.login`)."""
+    (:mod:`interactive.session.login`), ``editors`` the SSH key and file pushes of
+    desktop editors (:mod:`interactive.session.desktop`)."""
     state = controls.state
 
     async def healthz(request: web.Request) -> web.Response:
@@ -183,6 +184,8 @@ def build_app(
     app.router.add_post("/api/activity", activity)
     app.router.add_post("/api/abort", abort)
     login.add_routes(app, login.LoginLinks(), password)
+    if editors is not None:
+        desktop.add_routes(app, editors, body_timeout)
     return app
 
 
@@ -273,9 +276,10 @@ class ControlServer:
         head_timeout: float = HEAD_TIMEOUT_SECONDS,
         body_timeout: float = BODY_TIMEOUT_SECONDS,
         password: str | None = None,
+        editors: desktop.Desktop | None = None,
     ) -> None:
         self._runner = web.AppRunner(
-            build_app(controls, token, body_timeout, password), handle_signals=False,
+            build_app(controls, token, body_timeout, password, editors), handle_signals=False,
             access_log=None,
         )
         self._sock = sock

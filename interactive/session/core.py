@@ -46,8 +46,10 @@ from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
+from interactive.session.desktop import Desktop
 from interactive.session.ide import Ide, keep_serving, start_ide
 from interactive.session.publish import Publisher
+from interactive.session.ssh_start import record_fields, start_ssh
 from interactive.session.watchdog import Watchdog, start_watchdog
 from interactive.storage.workspace import Snapshot
 
@@ -147,7 +149,9 @@ class Session:
         """Where the ``.vscode`` configurations are (the workspace unless it is read-only)."""
         self._ide_launched = threading.Event()
         self._ide_ready = threading.Event()
-        self._notifier: Any = None
+        self.notifier: Any = None
+        self.ssh: Any = None
+        """The SSH endpoint (:class:`interactive.session.ssh.SshEndpoint`), if it serves."""
         self._publisher: Publisher | None = None
 
     # -- the API's controls (called on the loop thread) -------------------------------
@@ -231,8 +235,12 @@ class Session:
             ControlServer,  # aiohttp: imported while the IDE boots
         )
 
-        self._control = ControlServer(self, self.token, control_sock, password=self.password)
+        self._control = ControlServer(self, self.token, control_sock, password=self.password,
+                                      editors=Desktop(self.workspace, lambda: self.ssh))
         self._loop.call(self._control.start())
+        self.ssh = start_ssh(self._loop, self.settings, bind=bind, workspace=self.workspace,
+                             port=self._offset(self.settings.ports.ssh_port), session=self.id,
+                             state=self.state)
         self.capture = save_session_inputs(
             self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot,
             self.id,
@@ -376,6 +384,7 @@ class Session:
                 "code_server": _port(self.endpoints.code_server_url),
                 "control": _port(self.endpoints.control_url),
                 "debug": self.endpoints.debug[1],
+                **({"ssh": self.ssh.port} if self.ssh is not None else {}),
             }
             await self._publisher.mark_pod(
                 self.pod, task=self.task.name, owner=self.settings.mail.owner, ports=ports
@@ -390,7 +399,7 @@ class Session:
             pod=self.pod,
             ide_pids=lambda: self.ide.pids() if self.ide is not None else [],
         )
-        self._notifier = deps.notifier
+        self.notifier = deps.notifier
         if self.peers is not None:
             deps.samplers = [
                 *deps.samplers,
@@ -440,33 +449,9 @@ class Session:
 
     def deliver_fix(self) -> None:
         """The resumed task succeeded: save the fix, say where it is, mail it to the owner."""
-        url = self.save_edits()
-        if url is None or self.snapshot is None:
-            return
-        name = self.task.name
-        print(
-            f"podcode: your fix of {name} is saved in {url}; apply it to your checkout with: "
-            f"podcode edits {name} | git apply",
-            flush=True,
-        )
-        if self._notifier is not None:
-            self._mail_fix(url, self.snapshot)
+        from interactive.session.fix import deliver_fix
 
-    def _mail_fix(self, url: str, snapshot: Snapshot) -> None:
-        from interactive.culler.notify import send_in_background
-        from interactive.kube.labels import describe_pod
-        from interactive.storage.edits import git_prefix
-        from vscode_config.mail import ResumedMail, render_resumed
-
-        mail = ResumedMail(
-            pod=describe_pod(self.pod, None),
-            task=self.task.name,
-            finished_at=self.clock(),
-            edits_url=url,
-            patch=snapshot.diff(prefix=git_prefix(snapshot.root)).encode(),
-            changed=snapshot.changed(),
-        )
-        send_in_background(self._notifier.send, render_resumed(mail))  # never holds the task
+        deliver_fix(self)
 
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""
@@ -517,6 +502,7 @@ class Session:
             last_activity=self.state.last_activity,
             rank=self.peers.info.as_dict() if self.peers is not None else None,
             leader=self.leader if self.peers is not None else None,
+            **record_fields(self.ssh),
             **process_identity(),
         )
 
@@ -541,6 +527,8 @@ class Session:
                 steps.append(("the IDE", lambda: loop.call(ide.stop(), 30)))
             if control is not None:
                 steps.append(("the control API", lambda: loop.call(control.stop(), 10)))
+            if (ssh := self.ssh) is not None:
+                steps.append(("the SSH endpoint", lambda: loop.call(ssh.stop(), 10)))
             steps.append(("the session's tasks", loop.stop))
         if publisher is not None:
             steps.append(("the pod's label and the session record",
