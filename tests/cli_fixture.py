@@ -11,15 +11,18 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import web
 
 from interactive.base.errors import ResumeConflict
 from interactive.base.state import SessionState
-from interactive.cli import Console
+from interactive.cli import Console, run
 from interactive.session.control import ControlServer
+
+if TYPE_CHECKING:
+    from tests.fake_kube import FakeKube
 
 NOW = 1_800_000_000.0
 
@@ -131,3 +134,17 @@ def output(console: Console) -> str:
 
 def errors(console: Console) -> str:
     return console.err.getvalue()  # type: ignore[attr-defined,no-any-return]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """``podcode ARGV`` in this process: its exit code, output and errors."""
+    console = Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ)
+    code = run(list(argv), console)
+    return code, console.out.getvalue(), console.err.getvalue()  # type: ignore[attr-defined]
+
+
+def labels(fake_kube: FakeKube, pod: str = "train-job-0", namespace: str = "ml"
+           ) -> dict[str, str]:
+    """The labels of a pod of the fake API server."""
+    found = fake_kube.pod(pod, namespace) or {}
+    return dict(found.get("metadata", {}).get("labels") or {})

@@ -3,13 +3,12 @@ server; the CLI finds it, reads its secrets by exec and steers it through the po
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import time
 from collections.abc import Callable
 
-from interactive.cli import Console, Exit, run
+from interactive.cli import Exit
+from tests.cli_fixture import cli, labels
 from tests.fake_kube import FakeKube
 from tests.session_fixture import Job
 
@@ -33,17 +32,6 @@ def wait_for(predicate: Callable[[], object], what: str, timeout: float = 60.0) 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    console = Console(out=io.StringIO(), err=io.StringIO(), environ=os.environ)
-    code = run(list(argv), console)
-    return code, console.out.getvalue(), console.err.getvalue()  # type: ignore[attr-defined]
-
-
-def labels(fake_kube: FakeKube) -> dict[str, str]:
-    pod = fake_kube.pod("train-job-0", "ml") or {}
-    return dict(pod.get("metadata", {}).get("labels") or {})
 
 
 def test_a_real_session_is_listed_inspected_and_resumed_through_the_cluster(

@@ -89,13 +89,14 @@ def test_every_help_example_parses() -> None:
     """The examples in ``podcode --help`` are real command lines."""
     import shlex
 
+    from interactive.cli import split_command
     from interactive.cli.parser import EXAMPLES, build_parser
 
     lines = [line.strip() for line in EXAMPLES.splitlines()[1:] if line.strip()]
     assert len(lines) >= 8
     for line in lines:
         command = line.split("|")[0].split("   ")[0]
-        argv = shlex.split(command)
+        argv, _ = split_command(shlex.split(command))  # as run() does
         assert argv[0] == "podcode"
         args, rest = build_parser().parse_known_args(argv[1:])
         assert args.verb and not rest, line

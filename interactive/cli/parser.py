@@ -12,7 +12,7 @@ EXAMPLES = """examples:
   podcode status train-x7k2p             state, error, idle time, cleanup countdown
   podcode resume train-x7k2p             run the task again with your edits
   podcode keepalive train-x7k2p --seconds 7200
-  podcode ssh-config train-x7k2p -n ml >> ~/.ssh/config   desktop VS Code (Remote-SSH)
+  podcode ssh-config train-x7k2p -n ml   a Host block for ~/.ssh/config (Remote-SSH)
   podcode ssh train-x7k2p -n ml -- nvidia-smi   a command (or a shell) in the session
   podcode resume --push train.py         send your edited files, then resume
   podcode edits pipeline.train | git apply   your last fix, from the store

@@ -49,6 +49,7 @@ TRICKLE_BYTES = 2048
 """Forwarded bytes from the client per window that are still only an editor's heartbeat."""
 WINDOW_SECONDS = 60.0
 READ_BYTES = 65536
+STOP_GRACE_SECONDS = 2.0
 SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
 """Never in what an SSH user runs (as for code-server's processes)."""
 
@@ -187,6 +188,12 @@ class _Sftp(asyncssh.SFTPServer):
         self._activity.event("sftp rename")
         return super().posix_rename(oldpath, newpath)
 
+    def exit(self) -> None:
+        """End the session with exit status 0, as OpenSSH's sftp-server does: ``scp`` (over
+        sftp) takes a session that ends without one for a failure."""
+        with contextlib.suppress(OSError, asyncssh.Error):
+            self.channel.exit(0)
+
 
 class _Server(asyncssh.SSHServer):
     """One connection: key authentication only, tunnels to loopback only."""
@@ -262,6 +269,8 @@ class SshEndpoint:
             self.authorize(key)
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self._children: set[asyncio.subprocess.Process] = set()
+        self._running: set[asyncio.Task[Any]] = set()
+        """The shells and commands being served (each until its exit status is sent)."""
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self.port = int(sock.getsockname()[1])
         self.host = str(sock.getsockname()[0])
@@ -300,11 +309,15 @@ class SshEndpoint:
             keepalive_count_max=4,
         )
 
-    async def stop(self) -> None:
-        """Stop listening, close every connection and end what they started."""
+    async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop listening; give running commands ``grace`` seconds to end (the
+        ``podcode resume`` that ended the session returns its status), then close every
+        connection and hang up on what they started."""
         if self._acceptor is not None:
             self._acceptor.close()
             await self._acceptor.wait_closed()
+        if self._running:
+            await asyncio.wait(set(self._running), timeout=grace)
         for conn in list(self.connections):
             conn.close()
         for child in list(self._children):
@@ -352,12 +365,17 @@ class SshEndpoint:
         if terminal:
             env["TERM"] = str(process.term_type)
         self.activity.event("command" if process.command is not None else "shell")
+        serving = asyncio.current_task()
+        if serving is not None:
+            self._running.add(serving)
         try:
             code = await (self._in_terminal(process, argv, env) if terminal
                           else self._in_pipes(process, argv, env))
         except OSError as exc:
             process.stderr.write(f"podcode: cannot start {argv[0]}: {exc}\r\n".encode())
             code = 127
+        finally:
+            self._running.discard(serving)
         process.exit(code)
 
     async def _in_pipes(self, process: asyncssh.SSHServerProcess[bytes], argv: list[str],
