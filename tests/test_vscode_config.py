@@ -21,7 +21,8 @@ EXTENSION = Path(vscode.__file__).resolve().parent / "extension"
 
 
 def write(
-    workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = (), ide: str = "code-server"
+    workspace: Path, home: Path, ranks: tuple[RankEndpoint, ...] = (), ide: str = "code-server",
+    desktop: bool = False,
 ) -> dict:
     write_configurations(
         workspace,
@@ -31,6 +32,7 @@ def write(
         control={"control_url": "http://127.0.0.1:8081", "token": "t0k"},
         ranks=ranks,
         ide=ide,
+        desktop=desktop,
     )
     return json.loads((workspace / ".vscode" / "launch.json").read_text())
 
@@ -129,6 +131,28 @@ def test_session_file_for_the_companion_is_private_and_ignored(tmp_path: Path) -
     assert companion["postmortem"] == attach[0]["name"], "the one the companion starts"
 
 
+def test_a_session_serving_ssh_adds_a_desktop_attach_after_the_companions(
+    tmp_path: Path,
+) -> None:
+    """Remote-SSH opens the same folder in a desktop VS Code, which has no companion: a
+    ``debugpy`` attach to the same debugger is there for it; the companion still starts its
+    own."""
+    launch = write(tmp_path, tmp_path / "home", desktop=True)
+    attach = [c for c in launch["configurations"] if c["request"] == "attach"]
+    assert [c["type"] for c in attach] == ["podcode", "debugpy"]
+    assert attach[1]["connect"] == attach[0]["connect"] == {"host": "127.0.0.1", "port": 5678}
+    assert "desktop VS Code over SSH" in attach[1]["name"]
+    companion = json.loads((tmp_path / ".vscode" / "podcode-session.json").read_text())
+    assert companion["postmortem"] == attach[0]["name"]
+    other = tmp_path / "without-ssh"
+    other.mkdir()
+    plain = write(other, tmp_path / "h")
+    assert [c["type"] for c in plain["configurations"] if c["request"] == "attach"] == ["podcode"]
+    headless = write(tmp_path, tmp_path / "home", ide="none", desktop=True)
+    assert [c["type"] for c in headless["configurations"] if c["request"] == "attach"] == [
+        "debugpy"]  # already the desktop's type: not twice
+
+
 def test_hostile_names_stay_json_strings() -> None:
     ours = vscode.launch_configurations(
         task_name='x", "evil": "1',
@@ -140,6 +164,7 @@ def test_hostile_names_stay_json_strings() -> None:
         home="/h",
         ranks=[],
         debug_type='podcode", "evil": "2',
+        desktop_attach=False,
         hidden_roots=['/i"n'],
     )
     assert ours["configurations"][0]["name"].startswith('podcode: attach to failed x", "evil')

@@ -260,6 +260,7 @@ class Session:
             source=self.workspace,
             ide=self.settings.editor.ide,
             session=self.id,
+            desktop=self.ssh is not None,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot

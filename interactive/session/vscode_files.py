@@ -128,6 +128,7 @@ def write_configurations(
     source: Path | None = None,
     ide: str = "code-server",
     session: str = "",
+    desktop: bool = False,
 ) -> Path:
     """Render launch.json, settings.json, the re-run script and the companion's session file
     into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
@@ -136,12 +137,13 @@ def write_configurations(
     With ``ranks`` (a distributed task), one attach configuration per local rank and a
     compound that attaches to all of them replace the single attach configuration. The
     configurations use the companion's debugger when the pod serves code-server, and
-    ``debugpy`` (a desktop VS Code) with ``ide="none"``.
+    ``debugpy`` (a desktop VS Code) with ``ide="none"``; with ``desktop`` (the session
+    serves SSH) a ``debugpy`` attach configuration is there for a desktop VS Code in any case.
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
     with _locked(folder / "podcode"):
-        written = _write(folder, source or workspace, task, home, debug, ranks, ide)
+        written = _write(folder, source or workspace, task, home, debug, ranks, ide, desktop)
         sessions = _users.setdefault(workspace.resolve(), {})
         companion = {**control, "task": task.name, "postmortem": postmortem_name(written)}
         sessions[session] = _Written(written, companion)
@@ -203,6 +205,7 @@ def _write(
     debug: tuple[str, int],
     ranks: Sequence[RankEndpoint],
     ide: str,
+    desktop: bool = False,
 ) -> dict[str, Any]:
     """The re-run script and settings.json written; the session's launch configurations."""
     script = folder / "podcode" / f"rerun_{folder_name(task.name)}.py"
@@ -226,6 +229,7 @@ def _write(
         home=str(home),
         ranks=[asdict(rank) for rank in ranks],
         debug_type=vscode.debug_type(ide),
+        desktop_attach=desktop,
         hidden_roots=[str(HIDDEN_ROOT)],
     )
     ours_settings = vscode.workspace_settings(python=sys.executable)
