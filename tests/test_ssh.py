@@ -169,7 +169,10 @@ def test_ssh_activity_keeps_the_session_from_counting_as_idle(
 ) -> None:
     job.write("job.py", JOB)
     job.start()
-    job.wait_state("waiting")
+    record = job.wait_state("waiting")
+    code, out, _ = cli("status")
+    assert code == Exit.OK
+    assert f"port {record['ssh']['port']} (podcode ssh-config)" in out
     config = ssh_config(tmp_path)
     wait_until(lambda: job.api("GET", "/api/status")[1]["idle_seconds"] >= 2,
                "two idle seconds", timeout=30)

@@ -28,6 +28,8 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("Owner", str(status.get("owner") or "-")),
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
         ("IDE", str(status.get("ide") or "none")),
+        ("SSH", f"port {target.record.ssh_port} (podcode ssh-config)"
+         if target.record.ssh_port else "none"),
     ]
     pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
