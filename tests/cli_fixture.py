@@ -4,19 +4,22 @@ loopback, with the session.json the core writes) and a console whose output is k
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
 from interactive.base.errors import ResumeConflict
+from interactive.base.ports import listen_socket
 from interactive.base.state import SessionState
 from interactive.cli import Console, run
 from interactive.session.control import ControlServer
@@ -148,3 +151,18 @@ def labels(fake_kube: FakeKube, pod: str = "train-job-0", namespace: str = "ml"
     """The labels of a pod of the fake API server."""
     found = fake_kube.pod(pod, namespace) or {}
     return dict(found.get("metadata", {}).get("labels") or {})
+
+
+@contextlib.asynccontextmanager
+async def served_api(controls: Any, token: str = "s3cret", **options: Any
+                     ) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
+    """A control API for ``controls`` on loopback, and a client that sends its token."""
+    server = ControlServer(controls, token, listen_socket("127.0.0.1", 0), **options)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(
+            server.url, headers={"Authorization": f"Bearer {token}"}
+        ) as client:
+            yield client, server.url
+    finally:
+        await server.stop()

@@ -13,6 +13,7 @@ from interactive.base.errors import ResumeConflict
 from interactive.base.ports import listen_socket
 from interactive.base.state import SessionState
 from interactive.session.control import ControlServer, OneLineFilter
+from tests.cli_fixture import served_api
 
 
 class Controls:
@@ -40,13 +41,8 @@ class Controls:
 @pytest.fixture
 async def api():
     controls = Controls()
-    server = ControlServer(controls, "s3cret", listen_socket("127.0.0.1", 0))
-    await server.start()
-    async with aiohttp.ClientSession(
-        server.url, headers={"Authorization": "Bearer s3cret"}
-    ) as client:
-        yield controls, client, server.url
-    await server.stop()
+    async with served_api(controls) as (client, url):
+        yield controls, client, url
 
 
 async def test_everything_under_api_needs_the_token(api) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -46,6 +47,13 @@ def xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "laptop-config"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(folder))
     return folder
+
+
+def waiting(job: Job, **env: str) -> dict[str, Any]:
+    """Start the failing job; its record once its session waits."""
+    job.write("job.py", JOB)
+    job.start(env=env)
+    return job.wait_state("waiting")
 
 
 def ssh_config(tmp_path: Path, *target: str) -> Path:
@@ -131,16 +139,14 @@ def _accepts(port: int) -> bool:
 def test_a_wrong_key_and_a_password_are_refused_and_ssh_listens_on_loopback_only(
     job: Job, xdg: Path, tmp_path: Path
 ) -> None:
-    job.write("job.py", JOB)
-    job.start()
-    record = job.wait_state("waiting")
+    record = waiting(job)
     port = record["ssh"]["port"]
     assert job.proc is not None
     listening = {c.laddr for c in psutil.Process(job.proc.pid).net_connections("tcp")
                  if c.status == psutil.CONN_LISTEN}
     assert [addr.ip for addr in listening if addr.port == port] == ["127.0.0.1"]
 
-    config = ssh_config(tmp_path)  # pins the host key; podcode's own key is never pushed here
+    config = ssh_config(tmp_path)  # pins the host key; no key is pushed (only the proxy does)
     other = tmp_path / "other_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     known = xdg / "podcode" / "ssh" / "known_hosts"
@@ -167,9 +173,7 @@ def test_a_wrong_key_and_a_password_are_refused_and_ssh_listens_on_loopback_only
 def test_ssh_activity_keeps_the_session_from_counting_as_idle(
     job: Job, xdg: Path, tmp_path: Path
 ) -> None:
-    job.write("job.py", JOB)
-    job.start()
-    record = job.wait_state("waiting")
+    record = waiting(job)
     code, out, _ = cli("status")
     assert code == Exit.OK
     assert f"port {record['ssh']['port']} (podcode ssh-config)" in out

@@ -24,7 +24,6 @@ from interactive.cli import split_command
 from interactive.cli.control_cmds import pushed_files
 from interactive.cli.errors import CliError
 from interactive.cli.ssh_cmd import alias_of, config_block, pin, proxy_argv
-from interactive.session.control import ControlServer
 from interactive.session.desktop import Desktop, Refused, decode_files, inside
 from interactive.session.ssh import (
     Activity,
@@ -36,7 +35,7 @@ from interactive.session.ssh import (
     task_environ,
 )
 from interactive.session.ssh_start import NOT_INSTALLED, record_fields, start_ssh
-from tests.cli_fixture import Controls
+from tests.cli_fixture import Controls, served_api
 
 KEY = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
 
@@ -217,14 +216,9 @@ def test_a_push_body_is_checked_whole_before_anything_is_written(tmp_path: Path)
 @pytest.fixture
 async def desktop_api(tmp_path: Path) -> Any:
     endpoint: list[Any] = [None]
-    server = ControlServer(Controls("waiting"), "s3cret", listen_socket("127.0.0.1", 0),
-                           editors=Desktop(tmp_path, lambda: endpoint[0]))
-    await server.start()
-    async with aiohttp.ClientSession(
-        server.url, headers={"Authorization": "Bearer s3cret"}
-    ) as client:
-        yield client, endpoint, server.url
-    await server.stop()
+    editors = Desktop(tmp_path, lambda: endpoint[0])
+    async with served_api(Controls("waiting"), editors=editors) as (client, url):
+        yield client, endpoint, url
 
 
 async def test_the_desktop_routes_need_the_token_write_files_and_take_keys(
