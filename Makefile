@@ -6,7 +6,9 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup system-packages demo test test-fast bench lint code-server screenshots clean
 
-setup: $(STAMP) code-server
+CLIENT := vscode_config/extension/lib/languageclient.js
+
+setup: $(STAMP) code-server $(CLIENT)
 
 # Debian packages: chromium for the browser tests, libkrb5-dev for code-server's native module.
 system-packages:
@@ -18,8 +20,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	# PyTorch's CPU build, for the torchrun tests (gloo); the exact pin keeps CUDA wheels out.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test,flyte,flyte2,ray,ssh]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,flyte,flyte2,ray,ssh,lsp]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The companion's language client (vscode-languageclient, pinned in its package-lock.json),
+# bundled into one file at build time: a session downloads nothing.
+$(CLIENT): vscode_config/extension-client/package-lock.json vscode_config/extension-client/entry.js
+	scripts/build-companion-client.sh
 
 # A real code-server in the shared cache (outside the checkout), through podcode's own installer.
 code-server: $(STAMP)

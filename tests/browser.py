@@ -39,6 +39,16 @@ async def log_in(page: Any, record: dict[str, Any]) -> None:
     await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
 
 
+async def run_command(page: Any, title: str, pick: str | None = None) -> None:
+    """Run ``title`` from the command palette (and choose ``pick`` in its list)."""
+    await page.keyboard.press("F1")
+    await page.keyboard.type(title)
+    await page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for()
+    await page.keyboard.press("Enter")
+    if pick is not None:
+        await page.locator(".quick-input-list .monaco-list-row", has_text=pick).first.click()
+
+
 @contextlib.asynccontextmanager
 async def chromium_page(
     profile: Path, *, viewport: ViewportSize, timeout_ms: float

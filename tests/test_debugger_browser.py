@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in
+from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in, run_command
 from tests.session_fixture import Job
 from tests.waiting import eventually
 
@@ -48,16 +48,6 @@ BREAK_LINE = 9  # total += scale(value)
 RAISE_LINE = 11
 SLOW_CLOSE = ("did not close within", "could not stop the IDE")
 """What the session logs when the debugger held its threads while it closed."""
-
-
-async def _command(page: Any, title: str, pick: str | None = None) -> None:
-    """Run ``title`` from the command palette (and choose ``pick`` in its list)."""
-    await page.keyboard.press("F1")
-    await page.keyboard.type(title)
-    await page.locator(".quick-input-list .monaco-list-row", has_text=title).first.wait_for()
-    await page.keyboard.press("Enter")
-    if pick is not None:
-        await page.locator(".quick-input-list .monaco-list-row", has_text=pick).first.click()
 
 
 async def _open(page: Any, name: str) -> Any:
@@ -132,7 +122,7 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             await _toggle_breakpoint(page, editor, BREAK_LINE)
             await page.locator(".debug-breakpoints .monaco-list-row",
                                has_text=f"job.py{BREAK_LINE}").wait_for()
-            await _command(page, "Debug: Select and Start Debugging",
+            await run_command(page, "Debug: Select and Start Debugging",
                            pick="podcode: debug middle again with captured inputs")
             await page.locator(".debug-call-stack .monaco-list-row",
                                has_text=f"job.py{BREAK_LINE}:").wait_for()
@@ -162,7 +152,7 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             assert await page.get_by_text(re.compile("automatically forwarded")).count() == 0
 
             # Attached again (it stops in the exception again), Resume from the status bar.
-            await _command(page, "Debug: Select and Start Debugging",
+            await run_command(page, "Debug: Select and Start Debugging",
                            pick="podcode: attach to failed middle (post-mortem)")
             await failed_frame.wait_for()
             await page.locator(".statusbar-item", has_text="podcode: waiting").click()

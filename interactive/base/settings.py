@@ -69,6 +69,9 @@ class EditorSettings:
     """code-server's authentication: ``password`` (generated) or ``none``."""
     extensions: tuple[str, ...] = ()
     """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
+    language_server: bool = True
+    """Python hover, Go to Definition, completion and diagnostics in code-server
+    (basedpyright: ``pip install 'podcode[lsp]'``, without which it is off)."""
     ssh: bool = True
     """Serve SSH (desktop editors, ssh, sftp) with key authentication; needs asyncssh
     (``pip install 'podcode[ssh]'``), without which it is off."""
@@ -323,6 +326,7 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "debug_port": _number(int, 0, 65535),
     "ssh_port": _number(int, 0, 65535),
     "ssh": parse_bool,
+    "language_server": parse_bool,
     "ssh_authorized_keys": _optional_str,
     "bind": _bind,
     "auth": _choice(AUTHS),

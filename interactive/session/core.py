@@ -48,6 +48,7 @@ from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
 from interactive.session.desktop import Desktop
 from interactive.session.ide import Ide, keep_serving, start_ide
+from interactive.session.language import language_server
 from interactive.session.publish import Publisher
 from interactive.session.ssh_start import record_fields, start_ssh
 from interactive.session.watchdog import Watchdog, start_watchdog
@@ -261,6 +262,7 @@ class Session:
             ide=self.settings.editor.ide,
             session=self.id,
             desktop=self.ssh is not None,
+            language_server=language_server(self.settings, self.state.note),
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot

@@ -129,6 +129,7 @@ def write_configurations(
     ide: str = "code-server",
     session: str = "",
     desktop: bool = False,
+    language_server: str | None = None,
 ) -> Path:
     """Render launch.json, settings.json, the re-run script and the companion's session file
     into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
@@ -139,11 +140,13 @@ def write_configurations(
     configurations use the companion's debugger when the pod serves code-server, and
     ``debugpy`` (a desktop VS Code) with ``ide="none"``; with ``desktop`` (the session
     serves SSH) a ``debugpy`` attach configuration is there for a desktop VS Code in any case.
+    ``language_server``: the module the companion starts for Python language features.
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
     with _locked(folder / "podcode"):
-        written = _write(folder, source or workspace, task, home, debug, ranks, ide, desktop)
+        written = _write(folder, source or workspace, task, home, debug, ranks, ide, desktop,
+                         language_server)
         sessions = _users.setdefault(workspace.resolve(), {})
         companion = {**control, "task": task.name, "postmortem": postmortem_name(written)}
         sessions[session] = _Written(written, companion)
@@ -206,6 +209,7 @@ def _write(
     ranks: Sequence[RankEndpoint],
     ide: str,
     desktop: bool = False,
+    language_server: str | None = None,
 ) -> dict[str, Any]:
     """The re-run script and settings.json written; the session's launch configurations."""
     script = folder / "podcode" / f"rerun_{folder_name(task.name)}.py"
@@ -232,7 +236,8 @@ def _write(
         desktop_attach=desktop,
         hidden_roots=[str(HIDDEN_ROOT)],
     )
-    ours_settings = vscode.workspace_settings(python=sys.executable)
+    ours_settings = vscode.workspace_settings(python=sys.executable,
+                                              language_server=language_server)
     _tracked(folder, "settings.json", lambda path: write_json(
         path, vscode.merge_settings(_read_json(path), ours_settings)))
     _tracked(folder, ".gitignore", _ignore_ours)

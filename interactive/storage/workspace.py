@@ -31,6 +31,7 @@ SKIP_DIRS = frozenset(
         ".ruff_cache",
         ".ipynb_checkpoints",
         ".podcode",
+        ".vscode-server",  # a desktop VS Code's server (Remote-SSH) when HOME is the workspace
     }
 )
 SKIP_PATHS = frozenset({".vscode/podcode-session.json", ".vscode/podcode"})

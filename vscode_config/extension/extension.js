@@ -8,6 +8,7 @@ const vscode = require('vscode');
 const client = require('./lib/client');
 const { registerDebugger } = require('./debugger');
 const { isPersonRequest } = require('./lib/activity');
+const language = require('./lib/language');
 const { findSession } = require('./lib/session');
 const {
   ENDED_TEXT, pollDelay, sessionGone, shouldAttach, statusText, statusTooltip,
@@ -258,6 +259,7 @@ function activate(context) {
     vscode.commands.registerCommand('podcode.menu', menu),
   );
   registerDebugger(context, resume);
+  context.subscriptions.push(language.startLater(vscode, log));
   poll();
 }
 
