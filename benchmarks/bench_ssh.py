@@ -48,10 +48,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks import usage  # noqa: E402
 from benchmarks.harness import RUNS, figure  # noqa: E402
 from tests.fake_kube import FakeKube  # noqa: E402
 from tests.session_fixture import Job  # noqa: E402
@@ -226,32 +225,6 @@ def connect_figures(client: str, runs: int = RUNS) -> list[dict[str, Any]]:
 # -- idle cost --------------------------------------------------------------------------
 
 
-def _tree(pid: int) -> list[psutil.Process]:
-    process = psutil.Process(pid)
-    return [process, *process.children(recursive=True)]
-
-
-def _cpu(processes: list[psutil.Process]) -> dict[int, float]:
-    seconds: dict[int, float] = {}
-    for process in processes:
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            continue
-        seconds[process.pid] = times.user + times.system
-    return seconds
-
-
-def _rss(processes: list[psutil.Process]) -> int:
-    total = 0
-    for process in processes:
-        try:
-            total += process.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
-
-
 def idle_pair(first_ssh: bool, seconds: float) -> dict[bool, tuple[float, float, int]]:
     """A session with SSH on and one with it off, measured over the same window:
     ``{ssh: (cpu s per minute, RSS in MB, processes)}``."""
@@ -273,11 +246,11 @@ def idle_pair(first_ssh: bool, seconds: float) -> dict[bool, tuple[float, float,
                                    "in its record")
         time.sleep(SETTLE_SECONDS)
         pids = {ssh: job.proc.pid for ssh, job in jobs.items() if job.proc is not None}
-        before = {ssh: _cpu(_tree(pid)) for ssh, pid in pids.items()}
+        before = {ssh: usage.cpu_seconds(usage.tree(pid)) for ssh, pid in pids.items()}
         started = time.monotonic()
         time.sleep(seconds)
-        trees = {ssh: _tree(pid) for ssh, pid in pids.items()}
-        after = {ssh: _cpu(tree) for ssh, tree in trees.items()}
+        trees = {ssh: usage.tree(pid) for ssh, pid in pids.items()}
+        after = {ssh: usage.cpu_seconds(tree) for ssh, tree in trees.items()}
         elapsed = time.monotonic() - started
         out: dict[bool, tuple[float, float, int]] = {}
         for ssh, tree in trees.items():
@@ -285,7 +258,7 @@ def idle_pair(first_ssh: bool, seconds: float) -> dict[bool, tuple[float, float,
                 raise RuntimeError(f"the session with ssh={ssh} stopped waiting during the "
                                    f"window:\n{jobs[ssh].output()[-2000:]}")
             used = sum(cpu - before[ssh].get(pid, 0.0) for pid, cpu in after[ssh].items())
-            out[ssh] = (used * 60.0 / elapsed, _rss(tree) / 1e6, len(tree))
+            out[ssh] = (used * 60.0 / elapsed, usage.rss_bytes(tree) / 1e6, len(tree))
         return out
 
 

@@ -27,6 +27,26 @@ MARKS = [
 """Add ``pytest.mark.codeserver`` where the test also runs code-server."""
 VIEWPORT: ViewportSize = {"width": 1100, "height": 640}
 """Small enough that a screenshot fits in the docs as it is."""
+MIDDLE_JOB = """\
+from interactive import vscode
+from helpers import scale
+
+
+@vscode(port=0, control_port=0, debug_port=0)
+def middle(values):
+    total = 0
+    for value in values:
+        total += scale(value)
+    if total > 10:
+        raise ValueError(f"total too large: {total}")
+    return total
+
+
+if __name__ == "__main__":
+    print("RESULT", middle([1, 2, 3]))
+"""
+"""A task that fails in ``middle`` (line 11) with ``total = 12`` in its frame, after calling
+``helpers.scale`` (line 9): what the browser tests debug."""
 
 
 async def log_in(page: Any, record: dict[str, Any]) -> None:

@@ -16,7 +16,15 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in, run_command
+from tests.browser import (
+    ARTIFACTS,
+    MARKS,
+    MIDDLE_JOB,
+    VIEWPORT,
+    chromium_page,
+    log_in,
+    run_command,
+)
 from tests.session_fixture import Job
 from tests.waiting import eventually
 
@@ -26,24 +34,7 @@ pytestmark = [pytest.mark.codeserver, *MARKS]
 
 HELPERS = "def scale(value):\n    return value * 2\n"
 FIXED = "def scale(value):\n    return value\n"
-JOB = """\
-from interactive import vscode
-from helpers import scale
-
-
-@vscode(port=0, control_port=0, debug_port=0)
-def middle(values):
-    total = 0
-    for value in values:
-        total += scale(value)
-    if total > 10:
-        raise ValueError(f"total too large: {total}")
-    return total
-
-
-if __name__ == "__main__":
-    print("RESULT", middle([1, 2, 3]))
-"""
+JOB = MIDDLE_JOB
 BREAK_LINE = 9  # total += scale(value)
 RAISE_LINE = 11
 SLOW_CLOSE = ("did not close within", "could not stop the IDE")

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from interactive.session.language import server_module
-from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in, run_command
+from tests.browser import (
+    ARTIFACTS,
+    MARKS,
+    MIDDLE_JOB,
+    VIEWPORT,
+    chromium_page,
+    log_in,
+    run_command,
+)
 from tests.session_fixture import Job
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -34,29 +42,13 @@ def scale(value: int) -> int:
     """Double a value for the report."""
     return value * 2
 '''
-JOB = """\
-import helpers
-from interactive import vscode
-from helpers import scale
-
+JOB = "import helpers\n" + MIDDLE_JOB.replace("\n\n@vscode", """
 
 def unused() -> int:
     return scale(1, 2)
 
 
-@vscode(port=0, control_port=0, debug_port=0, ssh=False)
-def middle(values):
-    total = 0
-    for value in values:
-        total += scale(value)
-    if total > 10:
-        raise ValueError(f"total too large: {total}")
-    return total
-
-
-if __name__ == "__main__":
-    print("RESULT", middle([1, 2, 3]))
-"""
+@vscode""")
 
 
 def _token(editor: Any, line: str, word: str) -> Any:

@@ -176,3 +176,28 @@ def test_pydevd_housekeeping_is_slowed_only_while_a_presenter_waits() -> None:
             assert pydevd.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS
         assert pydevd.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS, "one presenter still waits"
     assert pydevd.TIMEOUT_SLOW == 0.2, "pydevd's own value is back"
+
+
+def test_pydevd_writer_looks_at_an_empty_queue_once_a_second_while_a_session_waits() -> None:
+    import queue
+    from types import SimpleNamespace
+
+    from interactive.session.postmortem import IDLE_PYDEVD_SECONDS, _unhurried
+
+    waits: list[float | None] = []
+
+    class Recorded(queue.Queue):  # type: ignore[type-arg]
+        def get(self, block: bool = True, timeout: float | None = None) -> Any:
+            waits.append(timeout)
+            return super().get(block, 0.001)  # the wait itself is not what is tested
+
+    messages = Recorded()
+    debugger = SimpleNamespace(writer=SimpleNamespace(_cmd_queue=messages))
+    pydevd = SimpleNamespace(TIMEOUT_SLOW=0.2, get_global_debugger=lambda: debugger)
+    with _unhurried(pydevd):
+        messages.put("event")
+        assert messages.get(True, 0.1) == "event"  # a message comes at once
+        with pytest.raises(queue.Empty):
+            messages.get(True, 0.1)
+    assert waits == [IDLE_PYDEVD_SECONDS, IDLE_PYDEVD_SECONDS]
+    assert "get" not in vars(messages), "the writer's own get is back"

@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -221,8 +221,10 @@ class CpuSampler:
         used = self._own_threads()
         children = os.times()
         used[("children", self.own_pid, 0.0)] = children.children_user + children.children_system
-        excluded = self._ide_processes() | {self.own_pid}
-        for proc in self._candidates():
+        roots = list(self.ide_pids())
+        kids = _children_map() if self.scope == "tree" or roots else {}
+        excluded = self._ide_processes(roots, kids) | {self.own_pid}
+        for proc in self._candidates(kids):
             try:
                 if proc.pid in excluded:
                     continue
@@ -247,12 +249,9 @@ class CpuSampler:
             ("thread", t.id, 0.0): t.user_time + t.system_time for t in threads if t.id not in own
         }
 
-    def _candidates(self) -> list[psutil.Process]:
+    def _candidates(self, kids: Mapping[int, list[psutil.Process]]) -> list[psutil.Process]:
         if self.scope == "tree":
-            try:
-                return list(psutil.Process(self.own_pid).children(recursive=True))
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                return []
+            return _descendants([self.own_pid], kids)
         uid = os.getuid()
         found = []
         for proc in psutil.process_iter(["uids"]):
@@ -261,7 +260,8 @@ class CpuSampler:
                 found.append(proc)
         return found
 
-    def _ide_processes(self) -> set[int]:
+    def _ide_processes(self, roots: Sequence[int], kids: Mapping[int, list[psutil.Process]]
+                       ) -> set[int]:
         """code-server's own processes: its launcher, and those of its tree on its executable.
 
         ``ide_pids()`` may list the whole tree, terminals and what runs in them
@@ -269,13 +269,12 @@ class CpuSampler:
         node) are code-server's own.
         """
         tree: dict[int, psutil.Process] = {}
-        for pid in self.ide_pids():
+        for pid in roots:
             try:
-                proc = psutil.Process(pid)
-                tree[pid] = proc
-                tree.update((child.pid, child) for child in proc.children(recursive=True))
+                tree[pid] = psutil.Process(pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+        tree.update((proc.pid, proc) for proc in _descendants(list(tree), kids))
         launcher = _oldest(tree.values())
         if launcher is None:
             return set()
@@ -283,6 +282,30 @@ class CpuSampler:
         if exe is None:
             return {launcher.pid}
         return {launcher.pid} | {pid for pid, proc in tree.items() if _exe(proc) == exe}
+
+
+def _children_map() -> dict[int, list[psutil.Process]]:
+    """Every process's children, from one reading of each process's parent: asking each
+    process for its children would read every process once per question."""
+    kids: dict[int, list[psutil.Process]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid is not None:
+            kids.setdefault(ppid, []).append(proc)
+    return kids
+
+
+def _descendants(roots: Iterable[int], kids: Mapping[int, list[psutil.Process]]
+                 ) -> list[psutil.Process]:
+    """The processes below ``roots`` (not the roots themselves)."""
+    found: dict[int, psutil.Process] = {}
+    stack = list(roots)
+    while stack:
+        for child in kids.get(stack.pop(), ()):
+            if child.pid not in found:
+                found[child.pid] = child
+                stack.append(child.pid)
+    return list(found.values())
 
 
 def _oldest(procs: Iterable[psutil.Process]) -> psutil.Process | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -231,8 +232,13 @@ class PostMortem:
 
     @staticmethod
     def _show(debugpy: Any, excinfo: ExcInfo) -> None:
-        """Stop the client in the failed frame, on this thread, until it continues."""
-        with _flags(threading.current_thread(), pydev_do_not_trace=False):
+        """Stop the client in the failed frame, on this thread, until it continues.
+
+        pydevd's housekeeping stays slow meanwhile: a stopped thread and the command
+        thread are woken at once by each request, their timeouts only pace idle checks."""
+        import pydevd
+
+        with _flags(threading.current_thread(), pydev_do_not_trace=False), _unhurried(pydevd):
             try:
                 debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
             except Exception:  # a debugger hiccup must not end the session
@@ -241,24 +247,45 @@ class PostMortem:
 
 IDLE_PYDEVD_SECONDS = 1.0
 """pydevd's housekeeping threads (its command thread, its check that the program still
-runs) wake every ``TIMEOUT_SLOW`` (0.2 s); while no client is attached nothing needs them
-that often (a command wakes the command thread at once): 1 s then."""
+runs, a thread stopped in the debugger) wake every ``TIMEOUT_SLOW`` (0.2 s); while a
+session waits for a client or holds it in the failed frame nothing needs them that often
+(a request wakes the thread it is for at once): 1 s then."""
 class _Unhurried:
-    """Presenters waiting for a client, and pydevd's own ``TIMEOUT_SLOW`` to put back."""
+    """Presenters waiting for a client, pydevd's own ``TIMEOUT_SLOW`` to put back, and the
+    writer queues whose ``get`` was slowed."""
 
     lock = threading.Lock()
     waiting = 0
     saved = 0.0
+    queues: list[Any] = []
+
+
+def _writer_queue(pydevd: Any) -> Any:
+    """The queue pydevd's writer thread takes messages from (a new one per client)."""
+    get_debugger = getattr(pydevd, "get_global_debugger", None)
+    debugger = get_debugger() if callable(get_debugger) else None
+    return getattr(getattr(debugger, "writer", None), "_cmd_queue", None)
+
+
+def _slow_get(get: Callable[..., Any], block: bool = True, timeout: float | None = None) -> Any:
+    """The writer's ``get``: a message still returns at once, an empty queue is looked at
+    once a second instead of ten times."""
+    return get(block, None if timeout is None else max(timeout, IDLE_PYDEVD_SECONDS))
 
 
 @contextlib.contextmanager
 def _unhurried(pydevd: Any) -> Iterator[None]:
-    """pydevd's housekeeping slowed while at least one presenter waits for a client."""
+    """pydevd's housekeeping slowed while at least one presenter waits for a client or
+    holds it in the failed frame."""
     with _Unhurried.lock:
         if _Unhurried.waiting == 0:
             _Unhurried.saved = pydevd.TIMEOUT_SLOW
             pydevd.TIMEOUT_SLOW = max(_Unhurried.saved, IDLE_PYDEVD_SECONDS)
         _Unhurried.waiting += 1
+        queue_ = _writer_queue(pydevd)
+        if queue_ is not None and "get" not in vars(queue_):
+            queue_.get = functools.partial(_slow_get, queue_.get)
+            _Unhurried.queues.append(queue_)
     try:
         yield
     finally:
@@ -266,6 +293,9 @@ def _unhurried(pydevd: Any) -> Iterator[None]:
             _Unhurried.waiting -= 1
             if _Unhurried.waiting == 0:
                 pydevd.TIMEOUT_SLOW = _Unhurried.saved
+                for slowed in _Unhurried.queues:
+                    vars(slowed).pop("get", None)
+                _Unhurried.queues.clear()
 
 
 _MAIN_THREAD = "__pydevd_main_thread"
