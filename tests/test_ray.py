@@ -139,6 +139,47 @@ if __name__ == "__main__":
 """
 
 
+BOUNDED = f"""\
+import glob, json, os, time
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def first(x):
+    return 10 / x
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def second(x):
+    return [][x]
+
+
+def waiting(home):
+    return [path for path in glob.glob(home + "/sessions/*/session.json")
+            if json.load(open(path)).get("state") == "waiting"]
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    held = first.remote(0)
+    while not waiting(os.environ["PODCODE_HOME"]):
+        time.sleep(0.2)
+    try:
+        ray.get(second.remote(3))
+    except IndexError:
+        print("SECOND RAISED, sessions:", len(waiting(os.environ["PODCODE_HOME"])), flush=True)
+    try:
+        ray.get(held)
+    except ZeroDivisionError:
+        print("FIRST RAISED", flush=True)
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with ray_cluster(dashboard=True) as running:
@@ -149,14 +190,15 @@ class Driver:
     """A driver script run as users run it (``python driver.py``), its output in a file."""
 
     def __init__(
-        self, cluster: Cluster, folder: Path, files: dict[str, str], submit: bool = False
+        self, cluster: Cluster, folder: Path, files: dict[str, str], submit: bool = False,
+        **more: str,
     ) -> None:
         self.project, self.home = folder / "project", folder / "home"
         self.project.mkdir()
         for name, text in files.items():
             (self.project / name).write_text(text)
         self.log = folder / "driver.log"
-        settings = {"PODCODE_ENABLE": "1", "PODCODE_HOME": str(self.home)}
+        settings = {"PODCODE_ENABLE": "1", "PODCODE_HOME": str(self.home), **more}
         command = [sys.executable, "driver.py"]
         if submit:  # the settings go in the job's runtime environment, as users pass them
             assert cluster.dashboard is not None
@@ -269,6 +311,26 @@ def test_both_orders_options_and_an_actor_resumed_on_its_state(
         driver.stop()
     assert "RESULT [2.0, 7.0]" in output, output[-3000:]  # the actor kept its total, 5
     assert "cannot be saved" not in output, "the actor's self (a class shipped by value) too"
+
+
+def test_a_new_bug_past_the_nodes_bound_raises_without_a_session(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": BOUNDED},
+                    PODCODE_RAY_MAX_SESSIONS_PER_NODE="1")
+    try:
+        driver.session()
+        wait_until(lambda: "SECOND RAISED" in driver.output(), "the second task's failure",
+                   120, 0.2)
+        driver.podcode("abort")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "SECOND RAISED, sessions: 1" in output, output[-3000:]
+    assert "no session opens for this task: 1 sessions are open on this node " \
+           "(ray_max_sessions_per_node=1)" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1
+    assert "FIRST RAISED" in output
 
 
 def test_ray_retries_do_not_open_a_session_again_after_an_abort(

@@ -17,7 +17,7 @@ import pytest
 from interactive import vscode
 from interactive.base.names import RAW_ATTRIBUTE
 from interactive.base.types import ExcInfo
-from interactive.ray.bugs import FAILED, FIXED, OPEN, WAIT, Board, bug_key
+from interactive.ray.bugs import FAILED, FIXED, FULL, OPEN, WAIT, Board, bug_key
 from interactive.ray.worker import in_copy, relocate
 from interactive.task.travel import Carried
 
@@ -51,6 +51,24 @@ def test_the_board_opens_one_session_and_hands_its_outcome_to_the_rest() -> None
     assert board.claim("bug", "pod-c")[0] == FIXED
     assert board.claim("bug", "pod-c", again=True) == (OPEN, None)  # the fix did not help
     assert board.sessions_opened() == 2
+
+
+def test_sessions_are_bounded_per_job_and_per_node_and_a_settled_bug_frees_its_place() -> None:
+    board = Board()
+    limits = (3, 2)  # in the job, on one node
+    assert board.claim("a", "w1", node="n1", limits=limits) == (OPEN, None)
+    assert board.claim("b", "w2", node="n1", limits=limits) == (OPEN, None)
+    verdict, why = board.claim("c", "w3", node="n1", limits=limits)
+    assert verdict == FULL
+    assert why == "2 sessions are open on this node (ray_max_sessions_per_node=2)"
+    assert board.claim("a", "w4", node="n1", limits=limits) == (WAIT, "w1")  # a known bug waits
+    assert board.claim("c", "w5", node="n2", limits=limits) == (OPEN, None)
+    verdict, why = board.claim("d", "w6", node="n3", limits=limits)
+    assert verdict == FULL and why == "3 sessions are open in this job (ray_max_sessions=3)"
+    board.settle("a", FIXED, [])
+    assert board.claim("d", "w6", node="n3", limits=limits) == (OPEN, None)
+    assert board.claim("e", "w7", node="n1", limits=(0, 0)) == (OPEN, None)  # 0: no bound
+    assert board.sessions_opened() == 5
 
 
 def test_an_aborted_bug_fails_its_waiters() -> None:

@@ -123,6 +123,16 @@ class HookSettings:
 
 
 @dataclass(frozen=True)
+class RaySettings:
+    """Bounds on the sessions of a Ray job (``interactive.ray``)."""
+
+    ray_max_sessions: int = 8
+    """Sessions open at once in one Ray job, different bugs (0: no bound)."""
+    ray_max_sessions_per_node: int = 2
+    """Sessions open at once on one Ray node (0: no bound)."""
+
+
+@dataclass(frozen=True)
 class Settings:
     """What one decorated task does when it fails: the task's own settings, and the
     groups each part of the session takes. Units are in the names."""
@@ -155,6 +165,8 @@ class Settings:
     """The owner's notifier."""
     hooks: HookSettings = field(default_factory=HookSettings)
     """Cleanup and preemption."""
+    ray: RaySettings = field(default_factory=RaySettings)
+    """Ray jobs' bounds on sessions."""
     names: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """Settings that were given explicitly (argument or environment)."""
 
@@ -172,6 +184,7 @@ GROUPS: Mapping[str, type[Any]] = {
     "idle": IdleSettings,
     "mail": MailSettings,
     "hooks": HookSettings,
+    "ray": RaySettings,
 }
 """Attribute of :class:`Settings` -> the group it holds."""
 GROUP_OF: Mapping[str, str] = {
@@ -348,6 +361,8 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "preempt_grace_seconds": _number(float, 0, MAX_PREEMPT_GRACE_SECONDS, above=True),
     "workspace": _workspace,
     "dcgm_url": _http_url,
+    "ray_max_sessions": _number(int, 0, MAX_RETRIES),
+    "ray_max_sessions_per_node": _number(int, 0, MAX_RETRIES),
 }
 
 

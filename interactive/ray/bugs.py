@@ -15,6 +15,11 @@ tensors they held are freed):
   applies as for any failure.
 
 A task that still fails after the fix claims the bug again: a new session opens.
+
+Sessions are bounded: at most ``ray_max_sessions`` open at once in a job and
+``ray_max_sessions_per_node`` on one node (0: no bound). A task whose new bug finds the
+bound reached opens none: it raises its exception, with a note that says why, and Ray's
+retry policy applies.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 
 log = logging.getLogger(__name__)
 
-OPEN, WAIT, FIXED, FAILED = "open", "wait", "fixed", "failed"
+OPEN, WAIT, FIXED, FAILED, FULL = "open", "wait", "fixed", "failed", "full"
 Edits = list[tuple[str, str, str]]
 """``(path relative to the workspace, text before, text after)`` of each edited file."""
 BOARD = "podcode-bugs-{job}"
@@ -84,6 +89,7 @@ class Bug:
     state: str
     owner: str
     detail: Any = None
+    node: str = ""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -94,17 +100,35 @@ class Board:
         self.bugs: dict[str, Bug] = {}
         self.opened = 0
 
-    def claim(self, key: str, who: str, again: bool = False) -> tuple[str, Any]:
-        """``(OPEN, None)``: open the session; ``(WAIT, owner)``; or the outcome so far.
-        ``again``: the fix did not help this task: a new session opens."""
+    def claim(self, key: str, who: str, again: bool = False, node: str = "",
+              limits: tuple[int, int] = (0, 0)) -> tuple[str, Any]:
+        """``(OPEN, None)``: open the session; ``(WAIT, owner)``; ``(FULL, why)``: the
+        bounds on open sessions (``limits``: in the job, on ``node``; 0 is none) are
+        reached; or the outcome so far. ``again``: the fix did not help this task: a new
+        session opens."""
         bug = self.bugs.get(key)
         if bug is None or (again and bug.state != OPEN):
-            self.bugs[key] = Bug(OPEN, who)
+            full = self.full(node, limits)
+            if full is not None:
+                return FULL, full
+            self.bugs[key] = Bug(OPEN, who, node=node)
             self.opened += 1
             return OPEN, None
         if bug.state == OPEN:
             return WAIT, bug.owner
         return bug.state, bug.detail
+
+    def full(self, node: str, limits: tuple[int, int]) -> str | None:
+        """Why no session may open now (a bound is reached), or None."""
+        in_job, on_node = limits
+        open_ = [bug for bug in self.bugs.values() if bug.state == OPEN]
+        if in_job and len(open_) >= in_job:
+            return f"{len(open_)} sessions are open in this job (ray_max_sessions={in_job})"
+        here = [bug for bug in open_ if bug.node == node]
+        if on_node and len(here) >= on_node:
+            return (f"{len(here)} sessions are open on this node "
+                    f"(ray_max_sessions_per_node={on_node})")
+        return None
 
     def settle(self, key: str, state: str, detail: Any) -> None:
         bug = self.bugs.get(key)
@@ -137,11 +161,12 @@ class BoardActor(Board):
         self.touched = time.monotonic()
         self.expiring: asyncio.Task[None] | None = None
 
-    async def claim_async(self, key: str, who: str, again: bool = False) -> tuple[str, Any]:
+    async def claim_async(self, key: str, who: str, again: bool = False, node: str = "",
+                          limits: tuple[int, int] = (0, 0)) -> tuple[str, Any]:
         self.touched = time.monotonic()
         if self.expiring is None:
             self.expiring = asyncio.get_running_loop().create_task(self._expire())
-        return self.claim(key, who, again)
+        return self.claim(key, who, again, node, limits)
 
     async def _expire(self) -> None:
         import ray
@@ -178,7 +203,7 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Any:
     key = bug_key(call.ref.name, excinfo)
     try:
         shared = board()
-        verdict, detail = ray.get(shared.claim_async.remote(key, who()))
+        verdict, detail = ray.get(shared.claim_async.remote(key, who(), False, *_where(call)))
     except Exception as exc:  # no board: this task's own session, as without Ray
         log.warning("the job's bug board is out of reach (%s): a session of its own", exc)
         return open_session(excinfo)
@@ -193,9 +218,22 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Any:
                                 call.alive)
     if verdict == FIXED:
         return _with_fix(call, detail, open_session, shared, key)
-    why = "no outcome in time" if verdict == WAIT else detail
-    add_note(excinfo[1], f"podcode: the session for this bug ended without a fix ({why})")
+    if verdict == FULL:
+        print(f"podcode: {key}: no session opens for this task: {detail}", flush=True)
+        add_note(excinfo[1], f"podcode: no debug session opened: {detail}")
+    else:
+        why = "no outcome in time" if verdict == WAIT else detail
+        add_note(excinfo[1], f"podcode: the session for this bug ended without a fix ({why})")
     raise excinfo[1].with_traceback(excinfo[2])
+
+
+def _where(call: Again) -> tuple[str, tuple[int, int]]:
+    """This worker's node, and the bounds on open sessions the task's settings set."""
+    import ray
+
+    ray_settings = call.settings.ray
+    return ray.get_runtime_context().get_node_id(), (
+        ray_settings.ray_max_sessions, ray_settings.ray_max_sessions_per_node)
 
 
 def _own_session(
@@ -257,7 +295,7 @@ def _with_fix(
         again: ExcInfo = (type(exc), exc, exc.__traceback__)
     if bug_key(call.ref.name, again) != key:
         return handle(call, again, open_session)
-    ray.get(shared.claim_async.remote(key, who(), True))
+    ray.get(shared.claim_async.remote(key, who(), True, *_where(call)))
     return _own_session(call, again, open_session, shared, key)
 
 
