@@ -29,7 +29,7 @@ from interactive.base.record import SessionRecord
 from interactive.base.settings import podcode_home
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
-from interactive.cli.target import Target, open_target
+from interactive.cli.target import open_record, open_target
 
 KEY_NAME = "id_ed25519"
 CHUNK = 65536
@@ -118,20 +118,20 @@ def config_block(alias: str, proxy: list[str], identity: Path, known_hosts: Path
     ])
 
 
-def _serving_ssh(target: Target) -> SessionRecord:
-    record = target.record
+def _serving_ssh(label: str, record: SessionRecord) -> SessionRecord:
     if record.ssh_port is None or not record.ssh_host_key:
         raise CliError(
-            f"{target.label} serves no SSH: its podcode is older, it runs with ssh=False, or "
+            f"{label} serves no SSH: its podcode is older, it runs with ssh=False, or "
             "asyncssh is not installed in the task's image (pip install 'podcode[ssh]')",
             Exit.NOT_FOUND,
         )
     return record
 
 
-def _block(args: argparse.Namespace, console: Console, target: Target) -> str:
+def _block(args: argparse.Namespace, console: Console, label: str,
+           record: SessionRecord) -> str:
     """Pin the session's host key, make the key pair if need be; the config block."""
-    record = _serving_ssh(target)
+    _serving_ssh(label, record)
     folder = ssh_folder(console.environ)
     alias = alias_of(args)
     identity = ensure_key(folder)
@@ -141,8 +141,8 @@ def _block(args: argparse.Namespace, console: Console, target: Target) -> str:
 
 
 def ssh_config(args: argparse.Namespace, console: Console) -> int:
-    with open_target(args, console) as target:
-        console.say(_block(args, console, target).rstrip("\n"))
+    with open_record(args, console) as (label, record):
+        console.say(_block(args, console, label, record).rstrip("\n"))
     return Exit.OK
 
 
@@ -150,8 +150,8 @@ def ssh(args: argparse.Namespace, console: Console) -> int:
     client = shutil.which("ssh")
     if client is None:
         raise CliError("ssh is not installed: install the OpenSSH client", Exit.FAILED)
-    with open_target(args, console) as target:
-        block = _block(args, console, target)
+    with open_record(args, console) as (label, record):
+        block = _block(args, console, label, record)
     with tempfile.TemporaryDirectory(prefix="podcode-ssh-") as folder:
         config = Path(folder) / "config"
         write_bytes(config, block.encode())
@@ -164,7 +164,7 @@ def ssh(args: argparse.Namespace, console: Console) -> int:
 def ssh_proxy(args: argparse.Namespace, console: Console) -> int:
     """The ``ProxyCommand``: reach the session's SSH endpoint, relay stdin and stdout."""
     with open_target(args, console) as target:
-        record = _serving_ssh(target)
+        record = _serving_ssh(target.label, target.record)
         folder = ssh_folder(console.environ)
         pin(folder / "known_hosts", alias_of(args), str(record.ssh_host_key))
         public = (folder / KEY_NAME).with_suffix(".pub")

@@ -127,6 +127,18 @@ def open_target(args: argparse.Namespace, console: Console) -> Iterator[Target]:
             forwarder.close()
 
 
+@contextlib.contextmanager
+def open_record(args: argparse.Namespace, console: Console) -> Iterator[tuple[str, SessionRecord]]:
+    """The label and record of the session :func:`open_target` would reach, read without
+    reaching the session itself (no port-forward): for what the record alone says."""
+    if args.pod is None:
+        target = _local(console, args)
+        yield target.label, target.record
+        return
+    with connect(args, console) as cluster:
+        yield pod_record(cluster, cluster.live_session(args.pod, args.namespace), args)
+
+
 def _local(console: Console, args: argparse.Namespace) -> Target:
     home = podcode_home(console.environ)
     damaged: list[str] = []
