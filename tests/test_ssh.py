@@ -121,6 +121,10 @@ def test_ssh_sftp_scp_and_a_tunnel_into_a_local_session_then_resume_from_its_she
         tunnel.terminate()
         tunnel.wait(10)
 
+    elsewhere = openssh("ssh", config, "-W", "192.0.2.1:80", "podcode-local")
+    assert elsewhere.returncode == 255
+    assert "administratively prohibited" in elsewhere.stderr  # tunnels reach loopback only
+
     resumed = openssh("ssh", config, "podcode-local", "podcode resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "patched: __main__.train" in resumed.stdout
