@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from typing import Any
 
 import aiohttp
@@ -290,3 +291,23 @@ def test_other_errors_keep_their_frames_but_not_their_message() -> None:
     assert "UnicodeError while handling a request from 127.0.0.1" in text
     assert "test_other_errors_keep_their_frames" in text  # where it happened
     assert TOKEN not in text
+
+
+async def test_a_status_request_with_the_version_seen_waits_for_the_next_change(api) -> None:
+    controls, client, _ = api
+    async with client.get("/api/status") as response:
+        seen = (await response.json())["version"]
+    waiting = asyncio.ensure_future(client.get(f"/api/status?version={seen}&wait=60"))
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "nothing changed yet: the answer is held"
+    threading.Thread(target=lambda: controls.state.set(state="waiting")).start()
+    # Woken by the change (from another thread), long before the wait of 60 s ends.
+    async with await asyncio.wait_for(waiting, 20) as response:
+        body = await response.json()
+    assert body["state"] == "waiting" and body["version"] == seen + 1
+    async with client.get(f"/api/status?version={seen}&wait=30") as response:
+        assert (await response.json())["version"] == seen + 1  # news already: at once
+    async with client.get(f"/api/status?version={seen + 1}&wait=0.2") as response:
+        assert response.status == 200  # no news within the wait: the status as it is
+    async with client.get("/api/status?version=x&wait=nan") as response:
+        assert response.status == 200  # a bad query is a plain status request

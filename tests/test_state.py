@@ -26,3 +26,20 @@ def test_unknown_state_is_refused_and_notes_are_unique() -> None:
     state.note("no owner")
     assert state.status()["notes"] == ["no owner"]
     assert SessionState("t").status()["cleanup_at"] is None
+
+
+def test_each_change_of_the_status_counts_once_and_wakes_its_watchers() -> None:
+    state = SessionState("m.task", clock=lambda: 100.0)
+    woken: list[int] = []
+    stop = state.watch(lambda: woken.append(state.version))
+    state.set(state="waiting", error="ValueError: x")
+    state.set(state="waiting", error="ValueError: x")  # nothing changed: no news
+    state.touch(150.0)  # the idle time moves on by itself: no news either
+    state.note("no owner")
+    state.note("no owner")
+    state.forget("no owner")
+    assert woken == [1, 2, 3]
+    assert state.status()["version"] == 3
+    stop()
+    state.set(reap_at=200.0)
+    assert woken == [1, 2, 3] and state.version == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,11 @@ class SessionState:
     grace_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     """Things the user should know (no owner, no SMTP, API refused...)."""
+    version: int = 0
+    """Counts the changes of what the status shows (idle time aside): a client that
+    saw this version waits for the next (``GET /api/status?version=N&wait=S``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self.state = Phase(self.state)
@@ -57,8 +62,11 @@ class SessionState:
             changes["state"] = phase
         with self._lock:
             before = self.state
+            changed = any(getattr(self, name) != value for name, value in changes.items())
             for name, value in changes.items():
                 setattr(self, name, value)
+        if changed:
+            self._changed()
         after = changes.get("state", before)
         if not may_follow(before, after):
             log.warning("session %s went from %s to %s, which it never should", self.task,
@@ -71,14 +79,41 @@ class SessionState:
 
     def note(self, text: str) -> None:
         with self._lock:
-            if text not in self.notes:
-                self.notes.append(text)
+            if text in self.notes:
+                return
+            self.notes.append(text)
+        self._changed()
 
     def forget(self, text: str) -> None:
         """Drop a note that no longer holds (the IDE finished installing)."""
         with self._lock:
-            if text in self.notes:
-                self.notes.remove(text)
+            if text not in self.notes:
+                return
+            self.notes.remove(text)
+        self._changed()
+
+    def watch(self, changed: Callable[[], None]) -> Callable[[], None]:
+        """Call ``changed()`` (on the changing thread) after each change of the status;
+        returns what stops it."""
+        with self._lock:
+            self._watchers.append(changed)
+
+        def stop() -> None:
+            with self._lock:
+                if changed in self._watchers:
+                    self._watchers.remove(changed)
+
+        return stop
+
+    def _changed(self) -> None:
+        with self._lock:
+            self.version += 1
+            watchers = list(self._watchers)
+        for changed in watchers:
+            try:
+                changed()
+            except Exception:
+                log.exception("a watcher of session %s failed", self.task)
 
     def idle_seconds(self) -> float:
         return max(0.0, self.clock() - self.last_activity)
@@ -109,4 +144,5 @@ class SessionState:
                 "max_idle_seconds": self.max_idle_seconds,
                 "grace_seconds": self.grace_seconds,
                 "notes": list(self.notes),
+                "version": self.version,
             }

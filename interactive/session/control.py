@@ -18,6 +18,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import socket
 import traceback
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,10 @@ HEAD_TIMEOUT_SECONDS = 10.0
 previous request); then it is closed."""
 BODY_TIMEOUT_SECONDS = 10.0
 """Time a request gets to send its body once its head arrived; then 408 and closed."""
+MAX_WAIT_SECONDS = 60.0
+"""The longest ``GET /api/status?wait=`` holds its answer for a change: the companion asks
+again at once, so a waiting IDE costs one request a minute instead of one every few
+seconds, and still hears of a change at once."""
 LINGER_SECONDS = 2.0
 """How long an unread body is drained after the response before the connection closes."""
 
@@ -131,6 +136,36 @@ async def _json_body(request: web.Request, timeout: float) -> dict[str, Any]:
     return body
 
 
+def _long_poll(request: web.Request) -> tuple[int | None, float]:
+    """``?version=N&wait=S``: the version the client saw and how long it may wait for
+    the next (at most :data:`MAX_WAIT_SECONDS`); ``(None, 0)`` without them."""
+    try:
+        seen = int(request.query["version"])
+        wait = float(request.query.get("wait", "0"))
+    except (KeyError, ValueError):
+        return None, 0.0
+    if not math.isfinite(wait):
+        return None, 0.0
+    return seen, min(max(wait, 0.0), MAX_WAIT_SECONDS)
+
+
+async def _next_change(state: SessionState, wait: float) -> None:
+    """Until the status changes (the session closing changes it) or ``wait`` seconds."""
+    loop = asyncio.get_running_loop()
+    changed = asyncio.Event()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(changed.set)
+
+    stop = state.watch(wake)
+    try:
+        await asyncio.wait_for(changed.wait(), wait)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        stop()
+
+
 def build_app(
     controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS,
     password: str | None = None, editors: desktop.Desktop | None = None,
@@ -144,6 +179,9 @@ def build_app(
         return _answer({"ok": True})
 
     async def status(request: web.Request) -> web.Response:
+        seen, wait = _long_poll(request)
+        if seen is not None and seen == state.version and wait > 0:
+            await _next_change(state, wait)
         return _answer({**state.status(), **controls.peer_status()})
 
     async def resume(request: web.Request) -> web.Response:

@@ -28,6 +28,7 @@ let item;
 let reported = new Set();
 let answered = false; // the control API answered once: its absence now means the session ended
 let lastState = null;
+let seen = { url: null, version: null }; // the status version last shown, per session
 const attached = new Set(); // sessions whose post-mortem this window started by itself
 
 function log(message) {
@@ -69,7 +70,9 @@ async function refresh() {
     return;
   }
   try {
-    const answer = await client.status(session);
+    const version = seen.url === session.controlUrl ? seen.version : null;
+    const answer = await client.status(session, version);
+    seen = { url: null, version: null };
     if (answer.status !== 200 || !answer.body) {
       item.text = `$(debug-disconnect) podcode: API answered ${answer.status}`;
       item.tooltip = `GET ${session.controlUrl}/api/status answered ${answer.status}`;
@@ -77,6 +80,7 @@ async function refresh() {
     }
     answered = true;
     lastState = answer.body.state;
+    seen = { url: session.controlUrl, version: answer.body.version };
     for (const note of answer.body.notes || []) {
       if (!reported.has(note)) {
         reported.add(note);
@@ -91,6 +95,7 @@ async function refresh() {
       ? new vscode.ThemeColor('statusBarItem.warningBackground')
       : undefined;
   } catch (err) {
+    seen = { url: null, version: null };
     if (answered && sessionGone(err)) {
       showEnded();
       return;
@@ -245,7 +250,9 @@ function activate(context) {
       .catch((err) => log(err.message))
       .finally(() => {
         if (!stopped) {
-          timer = setTimeout(poll, pollDelay(lastState));
+          // A session that tells its status version is asked again at once: it holds
+          // the answer until something changes.
+          timer = setTimeout(poll, Number.isInteger(seen.version) ? 0 : pollDelay(lastState));
         }
       });
   };

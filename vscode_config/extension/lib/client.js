@@ -5,8 +5,11 @@ const http = require('http');
 const https = require('https');
 
 const TIMEOUT_MS = 5000;
+// How long the session may hold a status answer until something changes (it answers at
+// once when it already has news, and within a minute at the latest).
+const WAIT_SECONDS = 55;
 
-function request(session, method, apiPath, body) {
+function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
   return new Promise((resolve, reject) => {
     let url;
     try {
@@ -22,7 +25,7 @@ function request(session, method, apiPath, body) {
       headers['Content-Length'] = String(payload.length);
     }
     const transport = url.protocol === 'https:' ? https : http;
-    const req = transport.request(url, { method, headers, timeout: TIMEOUT_MS }, (res) => {
+    const req = transport.request(url, { method, headers, timeout: timeoutMs }, (res) => {
       const chunks = [];
       res.on('data', (chunk) => chunks.push(chunk));
       res.on('end', () => {
@@ -36,7 +39,7 @@ function request(session, method, apiPath, body) {
         resolve({ status: res.statusCode, body: json });
       });
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${TIMEOUT_MS} ms`)));
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${timeoutMs} ms`)));
     req.on('error', reject);
     if (payload) {
       req.write(payload);
@@ -46,7 +49,11 @@ function request(session, method, apiPath, body) {
 }
 
 module.exports = {
-  status: (session) => request(session, 'GET', '/api/status'),
+  // The status now, or (given the version last seen) once it changes.
+  status: (session, seen) => (Number.isInteger(seen)
+    ? request(session, 'GET', `/api/status?version=${seen}&wait=${WAIT_SECONDS}`, undefined,
+      WAIT_SECONDS * 1000 + TIMEOUT_MS)
+    : request(session, 'GET', '/api/status')),
   resume: (session) => request(session, 'POST', '/api/resume', {}),
   keepalive: (session, seconds) => request(session, 'POST', '/api/keepalive', { seconds }),
   activity: (session, kind) => request(session, 'POST', '/api/activity', { kind }),
