@@ -264,9 +264,9 @@ class CpuSampler:
                        ) -> set[int]:
         """code-server's own processes: its launcher, and those of its tree on its executable.
 
-        ``ide_pids()`` may list the whole tree, terminals and what runs in them
-        included; only the processes running the launcher's executable (code-server's
-        node) are code-server's own.
+        ``ide_pids()`` names the launcher, or more of the tree; the tree is everything
+        below them, terminals and what runs in them included. Only the processes running
+        the launcher's executable (code-server's node) are code-server's own.
         """
         tree: dict[int, psutil.Process] = {}
         for pid in roots:

@@ -400,7 +400,7 @@ class Session:
             mail=self.settings.mail,
             workspace=self.workspace,
             pod=self.pod,
-            ide_pids=lambda: self.ide.pids() if self.ide is not None else [],
+            ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier
         if self.peers is not None:

@@ -20,6 +20,8 @@ PORT_ATTEMPTS = 3
 
 class Ide(Protocol):
     url: str
+    pid: int | None
+    """code-server's launcher: the idle monitor finds the rest of its tree from it."""
 
     async def supervise(self, changed: Callable[[str], object] = ...) -> None: ...
 
