@@ -5,7 +5,7 @@ median, ``min`` and ``max`` of several runs (:mod:`benchmarks.harness`):
 
 - ``monitor_cpu_fraction``: CPU seconds this process spends per wall second
   while the monitor watches an idle session with its real samplers (workspace
-  files, CPU of this user's processes, NVML) at ``poll_seconds=10`` (the default is 30),
+  files, CPU of this user's processes, NVML) at the default ``poll_seconds=10``,
   over 60 s (``PODCODE_BENCH_MONITOR_SECONDS``) cut into 3 windows, one sample each.
   The workspace has 2,000 source files plus a 5,000-file ``.git`` folder.
   Baseline, measured in the same run: the same polls if each one re-read the

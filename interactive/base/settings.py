@@ -89,9 +89,8 @@ class IdleSettings:
     """Idle time before the owner is warned."""
     grace_seconds: float = 600.0
     """Time between the warning and the cleanup."""
-    poll_seconds: float = 30.0
-    """How often activity is sampled (at least 0.1). Deadlines (the warning, the cleanup)
-    are kept to the second whatever it is: the monitor wakes for them."""
+    poll_seconds: float = 10.0
+    """How often activity is sampled (at least 0.1)."""
     gpu_idle_percent: float = 5.0
     """GPU utilisation at or below this counts as idle."""
     cpu_idle_percent: float = 5.0
