@@ -49,7 +49,11 @@ TRICKLE_BYTES = 2048
 """Forwarded bytes from the client per window that are still only an editor's heartbeat."""
 WINDOW_SECONDS = 60.0
 READ_BYTES = 65536
-STOP_GRACE_SECONDS = 2.0
+CLOSE_SECONDS = 5.0
+"""How long a finished command's channel may take to deliver its output and status."""
+STOP_GRACE_SECONDS = 10.0
+"""How long a closing session waits for the commands running over SSH (not the shells,
+which never end by themselves): the ``podcode resume`` that ended it returns its status."""
 SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
 """Never in what an SSH user runs (as for code-server's processes)."""
 
@@ -270,7 +274,7 @@ class SshEndpoint:
         self.connections: set[asyncssh.SSHServerConnection] = set()
         self._children: set[asyncio.subprocess.Process] = set()
         self._running: set[asyncio.Task[Any]] = set()
-        """The shells and commands being served (each until its exit status is sent)."""
+        """The commands being served, shells aside (each until its exit status is sent)."""
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self.port = int(sock.getsockname()[1])
         self.host = str(sock.getsockname()[0])
@@ -311,8 +315,8 @@ class SshEndpoint:
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Stop listening; give running commands ``grace`` seconds to end (the
-        ``podcode resume`` that ended the session returns its status), then close every
-        connection and hang up on what they started."""
+        ``podcode resume`` that ended the session returns its status; shells are not
+        waited for), then close every connection and hang up on what they started."""
         if self._acceptor is not None:
             self._acceptor.close()
             await self._acceptor.wait_closed()
@@ -365,18 +369,23 @@ class SshEndpoint:
         if terminal:
             env["TERM"] = str(process.term_type)
         self.activity.event("command" if process.command is not None else "shell")
-        serving = asyncio.current_task()
+        serving = asyncio.current_task() if process.command is not None else None
         if serving is not None:
             self._running.add(serving)
         try:
-            code = await (self._in_terminal(process, argv, env) if terminal
-                          else self._in_pipes(process, argv, env))
-        except OSError as exc:
-            process.stderr.write(f"podcode: cannot start {argv[0]}: {exc}\r\n".encode())
-            code = 127
+            try:
+                code = await (self._in_terminal(process, argv, env) if terminal
+                              else self._in_pipes(process, argv, env))
+            except OSError as exc:
+                process.stderr.write(f"podcode: cannot start {argv[0]}: {exc}\r\n".encode())
+                code = 127
+            process.exit(code)
+            # Its output and exit status delivered (the client closes its side once it has
+            # them), before a closing session may end the connection.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(process.wait_closed(), CLOSE_SECONDS)
         finally:
             self._running.discard(serving)
-        process.exit(code)
 
     async def _in_pipes(self, process: asyncssh.SSHServerProcess[bytes], argv: list[str],
                         env: dict[str, str]) -> int:
