@@ -4,6 +4,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from interactive.storage.workspace import Snapshot
 
 
@@ -50,3 +52,17 @@ def test_podcode_files_are_not_edits(tmp_path: Path) -> None:
     (tmp_path / ".vscode" / "podcode-session.json").write_text('{"token": "secret"}')
     (tmp_path / ".vscode" / "launch.json").write_text("{}")
     assert snapshot.changed() == [".vscode/launch.json"]
+
+
+def test_a_podcode_home_inside_the_workspace_is_never_an_edit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "state" / "podcode"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("PODCODE_HOME", str(home))
+    (tmp_path / "train.py").write_text("x = 1\n")
+    snapshot = Snapshot.take(tmp_path)
+    (home / "session.json").write_text('{"token": "secret"}')  # a record, with its secret
+    (tmp_path / "train.py").write_text("x = 2\n")
+    assert snapshot.changed() == ["train.py"]
+    assert "secret" not in snapshot.diff()

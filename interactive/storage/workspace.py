@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from interactive.base.settings import podcode_home
+
 log = logging.getLogger(__name__)
 
 SKIP_DIRS = frozenset(
@@ -42,13 +44,23 @@ MAX_TEXT_TOTAL = 32 * 1024 * 1024
 Stamp = tuple[int, int]
 
 
+def _inside(root: Path, folder: Path) -> str | None:
+    """``folder`` relative to ``root`` when it lies inside it, else None."""
+    relative = os.path.relpath(os.path.realpath(folder), os.path.realpath(root))
+    return None if relative == "." or relative.startswith("..") else relative
+
+
 def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_result]]:
-    """Relative paths and stats of the files under ``root``, skipping tool folders."""
+    """Relative paths and stats of the files under ``root``, skipping tool folders and
+    ``$PODCODE_HOME`` when it lies inside ``root`` (session records hold secrets: they are
+    never an edit)."""
     count = 0
+    home = _inside(root, podcode_home())
     for folder, dirs, files in os.walk(root):
         base = os.path.relpath(folder, root)
         dirs[:] = sorted(
             d for d in dirs if d not in SKIP_DIRS and _rel(base, d) not in SKIP_PATHS
+            and _rel(base, d) != home
         )
         for name in sorted(files):
             if _rel(base, name) in SKIP_PATHS:
