@@ -373,8 +373,10 @@ def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
 def test_ray_job_stop_kills_the_worker_but_the_edits_made_are_already_saved(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    files = {"driver.py": MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()"),
-             "helpers.py": HELPERS}
+    # A working_dir of its own: Ray reuses a node's copy of the same files, which another
+    # test has fixed.
+    driver_py = MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()")
+    files = {"driver.py": driver_py + "# stopped with ray job stop\n", "helpers.py": HELPERS}
     driver = Driver(cluster, tmp_path, files, submit=True)
     try:
         record = driver.session()

@@ -50,10 +50,22 @@ function currentSession() {
   return session;
 }
 
+// Set the status bar item, only what changed: an answer that changes nothing leaves the
+// item (and a click on it just then) alone.
+function show(text, tooltip, warning = false) {
+  if (item.text !== text) {
+    item.text = text;
+  }
+  if (item.tooltip !== tooltip) {
+    item.tooltip = tooltip;
+  }
+  if (Boolean(item.backgroundColor) !== warning) {
+    item.backgroundColor = warning ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+  }
+}
+
 function showEnded() {
-  item.text = ENDED_TEXT;
-  item.tooltip = 'The podcode session is over: the workflow went on (or was stopped), and this IDE closes with it.';
-  item.backgroundColor = undefined;
+  show(ENDED_TEXT, 'The podcode session is over: the workflow went on (or was stopped), and this IDE closes with it.');
   lastState = 'ended';
 }
 
@@ -64,9 +76,7 @@ async function refresh() {
       showEnded(); // the session removes its file when it ends
       return;
     }
-    item.text = '$(debug-disconnect) podcode: no session';
-    item.tooltip = 'No podcode session found (.vscode/podcode/session-<id>.json, .vscode/podcode-session.json, or PODCODE_CONTROL_URL/PODCODE_TOKEN)';
-    item.backgroundColor = undefined;
+    show('$(debug-disconnect) podcode: no session', 'No podcode session found (.vscode/podcode/session-<id>.json, .vscode/podcode-session.json, or PODCODE_CONTROL_URL/PODCODE_TOKEN)');
     return;
   }
   try {
@@ -74,8 +84,8 @@ async function refresh() {
     const answer = await client.status(session, version);
     seen = { url: null, version: null };
     if (answer.status !== 200 || !answer.body) {
-      item.text = `$(debug-disconnect) podcode: API answered ${answer.status}`;
-      item.tooltip = `GET ${session.controlUrl}/api/status answered ${answer.status}`;
+      show(`$(debug-disconnect) podcode: API answered ${answer.status}`,
+        `GET ${session.controlUrl}/api/status answered ${answer.status}`);
       return;
     }
     answered = true;
@@ -89,19 +99,15 @@ async function refresh() {
     }
     attachOnOpen(session, answer.body);
     const now = Date.now() / 1000;
-    item.text = statusText(answer.body, now);
-    item.tooltip = statusTooltip(answer.body, now);
-    item.backgroundColor = ['warned', 'reaping'].includes(answer.body.state)
-      ? new vscode.ThemeColor('statusBarItem.warningBackground')
-      : undefined;
+    show(statusText(answer.body, now), statusTooltip(answer.body, now),
+      ['warned', 'reaping'].includes(answer.body.state));
   } catch (err) {
     seen = { url: null, version: null };
     if (answered && sessionGone(err)) {
       showEnded();
       return;
     }
-    item.text = '$(debug-disconnect) podcode: unreachable';
-    item.tooltip = `${session.controlUrl}: ${err.message}`;
+    show('$(debug-disconnect) podcode: unreachable', `${session.controlUrl}: ${err.message}`);
   }
 }
 
