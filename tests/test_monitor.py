@@ -195,22 +195,6 @@ async def test_monitor_returns_when_the_session_is_over(harness: Harness) -> Non
     assert harness.notifier.warnings == []
 
 
-async def test_the_edits_are_saved_when_the_workspace_changed_and_only_then(
-    harness: Harness,
-) -> None:
-    saved: list[float] = []
-    harness.sampler.windows = [(1020.0, 1040.0)]  # files change during two polls
-    cpu = ScriptedSampler(source="cpu", windows=[(1060.0, 1080.0)])  # busy, no file changed
-    harness.clock.at(1100.0, lambda: harness.state.set(state="done"))
-    deps = harness.deps(cpu)
-    deps.edited = lambda: saved.append(harness.clock())
-
-    await asyncio.wait_for(run_monitor(harness.state, SETTINGS, deps,
-                                       on_reap=asyncio.sleep), 30)
-
-    assert saved == [1000.0, 1020.0, 1030.0]  # the first check: edits made before it
-
-
 async def test_gpu_reading_is_shown_in_the_status(harness: Harness) -> None:
     gpu = ScriptedSampler(source="gpu", value=3.0)
     harness.clock.at(1010.0, lambda: harness.state.set(state="done"))

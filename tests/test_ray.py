@@ -5,14 +5,12 @@ orders, defined in the driver script (shipped by value) and in a module, an acto
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.ray_cluster import Cluster, ray_cluster
@@ -368,44 +366,6 @@ def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
         driver.stop()
     assert "RESULT [23.0, 13.0, 13.0, 13.0]" in output, output[-3000:]
     assert "succeeded" in output
-
-
-def test_ray_job_stop_kills_the_worker_but_the_edits_made_are_already_saved(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    # A working_dir of its own: Ray reuses a node's copy of the same files, which another
-    # test has fixed.
-    driver_py = MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()")
-    files = {"driver.py": driver_py + "# stopped with ray job stop\n", "helpers.py": HELPERS}
-    driver = Driver(cluster, tmp_path, files, submit=True)
-    try:
-        record = driver.session()
-        script = Path(record["workspace"]) / "driver.py"
-        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
-        # The idle monitor (poll 0.2 s) sees the change and saves the edits so far.
-        wait_until(lambda: "(x or 4)" in _edits(driver), "the edits saved as they came", 30,
-                   0.2)
-        job = re.search(r"raysubmit_\w+", driver.output())
-        assert job is not None, driver.output()[-3000:]
-        assert cluster.dashboard is not None
-        stop = subprocess.run([str(Path(sys.executable).with_name("ray")), "job", "stop",
-                               "--address", cluster.dashboard, job.group(0)],
-                              capture_output=True, text=True, timeout=120, check=False)
-        assert stop.returncode == 0, stop.stdout + stop.stderr
-        driver.process.wait(60)
-        wait_until(lambda: not psutil.pid_exists(record["pid"])
-                   or psutil.Process(record["pid"]).status() == psutil.STATUS_ZOMBIE,
-                   "the worker ended by Ray", 60, 0.2)
-    finally:
-        driver.stop()
-    assert "+    return 12 / (x or 4)" in _edits(driver)  # still there for podcode edits
-
-
-def _edits(driver: Driver) -> str:
-    env = {**driver.env, "PODCODE_ENABLE": "0", "PODCODE_HOME": str(driver.home)}
-    done = subprocess.run([PODCODE, "edits", "driver.py:work"], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
-    return done.stdout
 
 
 def test_ray_cancel_ends_the_waiting_session_with_the_edits_saved(

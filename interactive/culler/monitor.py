@@ -68,10 +68,6 @@ class MonitorDeps:
     notifier: Notifier | None
     pod: PodHandle | None
     hostname: str = field(default_factory=socket.gethostname)
-    edited: Callable[[], object] | None = None
-    """Called (on the monitor's thread) after a sample saw the workspace's files change:
-    the session saves the edits so far, so that a process killed without warning (a Ray
-    job stopped, the OOM killer) loses at most one poll of them."""
 
 
 def default_deps(
@@ -174,8 +170,6 @@ class _Monitor:
         self.before_warning = "waiting"
         self.mails: set[asyncio.Task[bool]] = set()
         self.failing: set[str] = set()
-        self.checked = False
-        """A check ran (the samplers' first readings are their baselines)."""
 
     def activity(self) -> Activity:
         return Activity(self.state.last_activity, self.state.keepalive_until, self.warning)
@@ -187,10 +181,6 @@ class _Monitor:
         """One round; True when it is time to reap."""
         samples = await self.blocking(self.sample_all, now)
         self.observe(samples, now)
-        changed = any(sample.source == "files" and sample.active for sample in samples)
-        if self.deps.edited is not None and (changed or not self.checked):
-            await self.blocking(self.deps.edited)  # the first time: what came before it
-        self.checked = True
         action = decide(self.activity(), now, self.limits)
         if action.kind is Kind.WARN and action.warning is not None:
             await self.warn(action.warning, now)

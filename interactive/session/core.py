@@ -403,7 +403,6 @@ class Session:
             ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier
-        deps.edited = self.save_edits  # as they come: nothing lost to a kill without warning
         if self.peers is not None:
             deps.samplers = [
                 *deps.samplers,
