@@ -36,7 +36,7 @@ debug adapters included). Its value is the session's id when a session starts co
 _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-_SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
+SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
 """Never in the IDE's processes (terminals, extensions, tasks): code-server's own login,
 and the SMTP URL, which may hold a password (only the task's process sends mail)."""
 LOGIN_HINT = (
@@ -140,7 +140,7 @@ def child_environ(base: Mapping[str, str], extra: Mapping[str, str], marker: str
     """code-server's environment: ``base`` + ``extra`` without any password, plus the
     tree marker."""
     env = {**base, **extra}
-    for name in _SECRET_VARIABLES:
+    for name in SECRET_VARIABLES:
         env.pop(name, None)
     env[MARKER_VARIABLE] = marker
     return env

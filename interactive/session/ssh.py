@@ -40,6 +40,8 @@ from typing import Any
 
 import asyncssh
 
+from server_bootstrap.codeserver import SECRET_VARIABLES  # what code-server's processes never get
+
 log = logging.getLogger(__name__)
 
 MAX_KEYS = 64
@@ -54,8 +56,6 @@ CLOSE_SECONDS = 5.0
 STOP_GRACE_SECONDS = 10.0
 """How long a closing session waits for the commands running over SSH (not the shells,
 which never end by themselves): the ``podcode resume`` that ended it returns its status."""
-SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
-"""Never in what an SSH user runs (as for code-server's processes)."""
 
 
 class KeyError_(ValueError):
