@@ -57,9 +57,15 @@ USER_SETTINGS: Mapping[str, object] = MappingProxyType({
     "workbench.tips.enabled": False,
     "workbench.secondarySideBar.defaultVisibility": "hidden",
     "chat.disableAIFeatures": True,
+    "remote.autoForwardPorts": False,
+    "remote.autoForwardPortsSource": "output",
 })
 """Defaults for the session's VS Code user settings: no telemetry, no update checks, no
-welcome page, no chat panel taking the focus. A user's own values are kept."""
+welcome page, no chat panel taking the focus, and no automatic port forwarding nor the
+process scan behind it (to find ports to offer, the extension host runs
+``ls -l /proc/*/fd/*`` and ``ps`` every few seconds, over a CPU-second a minute while the
+session waits; code-server's port proxy keeps it scanning unless the source is "output").
+A user's own values are kept."""
 
 
 def data_folder(environ: Mapping[str, str]) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -231,3 +232,28 @@ def test_a_watchdog_that_cannot_start_does_not_stop_the_session(
     monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
     assert watchdog.start_watchdog([tmp_path / "session.json"]) is None
     assert "no watchdog for this session" in caplog.text
+
+
+def test_the_guard_is_woken_by_the_watchdogs_end_not_by_a_clock() -> None:
+    """Waiting on a live process wakes nothing (an hour's poll), and its end wakes it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+    async def scenario() -> bool:
+        waiting = asyncio.ensure_future(watchdog.until_ended(proc.pid, 3600))
+        await asyncio.sleep(0.2)
+        still = not waiting.done()
+        proc.kill()
+        await asyncio.wait_for(waiting, 30)
+        return still
+
+    try:
+        assert asyncio.run(scenario())
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_without_a_process_to_watch_the_guard_waits_its_poll() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(10)  # reaped: no pidfd can be had for it
+    asyncio.run(asyncio.wait_for(watchdog.until_ended(gone.pid, 0.01), 30))

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import queue
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -34,10 +35,23 @@ _OWN_LOCK = threading.Lock()
 def mark_service_thread(thread: threading.Thread | None = None) -> None:
     """Register ``thread`` (default: the calling one) as podcode's and keep it out of the
     debugger: never traced, never suspended, not listed."""
+    current = thread is None or thread is threading.current_thread()
     thread = thread or threading.current_thread()
     _register(thread)
     thread.pydev_do_not_trace = True  # type: ignore[attr-defined]
     thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]
+    if current:
+        _stop_tracing_here()
+
+
+def _stop_tracing_here() -> None:
+    """Take the calling thread out of the debugger's tracing. A pool's worker is marked from
+    inside (its initializer), after the debugger started tracing it at birth; traced, every
+    line it runs (the monitor's samplers, each poll) costs several times its bare price."""
+    constants = sys.modules.get("_pydevd_bundle.pydevd_constants")
+    debugger = constants.get_global_debugger() if constants is not None else None
+    if debugger is not None:
+        debugger.disable_tracing()
 
 
 def _register(thread: threading.Thread) -> None:

@@ -34,6 +34,7 @@ from interactive.base.threads import own_native_ids
 from interactive.base.types import Environ
 from interactive.culler.gpu import GpuSampler, visible_gpus
 from interactive.culler.idle import Sample
+from interactive.culler.proctree import Proc, TreeReader, children_map, descendants, read_table
 from interactive.storage.workspace import SKIP_DIRS, SKIP_PATHS
 from server_bootstrap.codeserver import data_folder
 
@@ -46,6 +47,9 @@ MAX_FILES = 20000
 OWN_THREAD_PREFIXES = ("pydevd",)
 """Python threads (by name) whose CPU is debugpy's, never the user's; podcode's own threads
 are known without names (:func:`interactive.base.threads.own_native_ids`)."""
+EXCLUDE_REFRESH_SECONDS = 60.0
+"""How often the files podcode writes itself are looked up again (a log file handler added
+later, or stdout sent elsewhere); every logger is visited for it."""
 SCOPES = ("user", "tree")
 BIRTH_SLACK_SECONDS = 2.0
 """A process's start time as psutil computes it can read up to a second early (the
@@ -115,8 +119,13 @@ class FileSampler:
     _signature: int | None = field(default=None, init=False)
     _warned: bool = field(default=False, init=False)
     _excluded: frozenset[str] = field(default=frozenset(), init=False)
+    _excluded_at: float | None = field(default=None, init=False)
 
     def sample(self, now: float) -> Sample:
+        if self._excluded_at is None or not 0 <= now - self._excluded_at < EXCLUDE_REFRESH_SECONDS:
+            real_root = os.path.realpath(self.root)
+            self._excluded = frozenset(_relative_to(real_root, self.exclude())) | SKIP_PATHS
+            self._excluded_at = now
         signature, count = self._scan()
         changed = self._signature is not None and signature != self._signature
         self._signature = signature
@@ -130,8 +139,6 @@ class FileSampler:
         return signature, count
 
     def _files(self) -> Iterator[tuple[str, os.stat_result]]:
-        real_root = os.path.realpath(self.root)
-        self._excluded = frozenset(_relative_to(real_root, self.exclude())) | SKIP_PATHS
         count = 0
         stack = [""]
         while stack:
@@ -198,6 +205,8 @@ class CpuSampler:
     _last: dict[Key, float] | None = field(default=None, init=False)
     _last_now: float = field(default=0.0, init=False)
     _last_wall: float = field(default=0.0, init=False)
+    _exes: dict[tuple[int, float], str | None] = field(default_factory=dict, init=False)
+    _tree: TreeReader = field(default_factory=TreeReader, init=False)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -219,19 +228,16 @@ class CpuSampler:
     def measure(self) -> dict[Key, float]:
         """CPU seconds used so far by everything that counts, per thread or process."""
         used = self._own_threads()
-        children = os.times()
-        used[("children", self.own_pid, 0.0)] = children.children_user + children.children_system
+        ended = os.times()  # children that ended and were waited for
+        used[("children", self.own_pid, 0.0)] = ended.children_user + ended.children_system
         roots = list(self.ide_pids())
-        kids = _children_map() if self.scope == "tree" or roots else {}
-        excluded = self._ide_processes(roots, kids) | {self.own_pid}
-        for proc in self._candidates(kids):
-            try:
-                if proc.pid in excluded:
-                    continue
-                times = proc.cpu_times()
-                used[("proc", proc.pid, proc.create_time())] = times.user + times.system
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
+        table = self._tree.read([self.own_pid, *roots]) if self.scope == "tree" else read_table()
+        children = children_map(table)
+        excluded = self._ide_processes(roots, table, children) | {self.own_pid}
+        for pid in self._candidates(table, children):
+            proc = table.get(pid)
+            if proc is not None and pid not in excluded:
+                used[("proc", pid, proc.started)] = proc.cpu_seconds
         return used
 
     def _own_threads(self) -> dict[Key, float]:
@@ -249,80 +255,42 @@ class CpuSampler:
             ("thread", t.id, 0.0): t.user_time + t.system_time for t in threads if t.id not in own
         }
 
-    def _candidates(self, kids: Mapping[int, list[psutil.Process]]) -> list[psutil.Process]:
+    def _candidates(self, table: Mapping[int, Proc], children: Mapping[int, list[int]]
+                    ) -> list[int]:
         if self.scope == "tree":
-            return _descendants([self.own_pid], kids)
+            return descendants([self.own_pid], children)
         uid = os.getuid()
-        found = []
-        for proc in psutil.process_iter(["uids"]):
-            uids = proc.info.get("uids")
-            if uids is not None and uids.real == uid:
-                found.append(proc)
-        return found
+        return [proc.pid for proc in table.values() if proc.uid == uid]
 
-    def _ide_processes(self, roots: Sequence[int], kids: Mapping[int, list[psutil.Process]]
-                       ) -> set[int]:
+    def _ide_processes(self, roots: Sequence[int], table: Mapping[int, Proc],
+                       children: Mapping[int, list[int]]) -> set[int]:
         """code-server's own processes: its launcher, and those of its tree on its executable.
 
         ``ide_pids()`` names the launcher, or more of the tree; the tree is everything
         below them, terminals and what runs in them included. Only the processes running
         the launcher's executable (code-server's node) are code-server's own.
         """
-        tree: dict[int, psutil.Process] = {}
-        for pid in roots:
-            try:
-                tree[pid] = psutil.Process(pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        tree.update((proc.pid, proc) for proc in _descendants(list(tree), kids))
-        launcher = _oldest(tree.values())
-        if launcher is None:
+        tree = [pid for pid in roots if pid in table]
+        tree += descendants(tree, children)
+        alive = {(pid, table[pid].started) for pid in tree}
+        self._exes = {key: exe for key, exe in self._exes.items() if key in alive}
+        if not tree:
             return set()
-        exe = _exe(launcher)
+        launcher = min(tree, key=lambda pid: (table[pid].started, pid))
+        exe = self._exe(table[launcher])
         if exe is None:
-            return {launcher.pid}
-        return {launcher.pid} | {pid for pid, proc in tree.items() if _exe(proc) == exe}
+            return {launcher}
+        return {launcher} | {pid for pid in tree if self._exe(table[pid]) == exe}
 
-
-def _children_map() -> dict[int, list[psutil.Process]]:
-    """Every process's children, from one reading of each process's parent: asking each
-    process for its children would read every process once per question."""
-    kids: dict[int, list[psutil.Process]] = {}
-    for proc in psutil.process_iter(["ppid"]):
-        ppid = proc.info.get("ppid")
-        if ppid is not None:
-            kids.setdefault(ppid, []).append(proc)
-    return kids
-
-
-def _descendants(roots: Iterable[int], kids: Mapping[int, list[psutil.Process]]
-                 ) -> list[psutil.Process]:
-    """The processes below ``roots`` (not the roots themselves)."""
-    found: dict[int, psutil.Process] = {}
-    stack = list(roots)
-    while stack:
-        for child in kids.get(stack.pop(), ()):
-            if child.pid not in found:
-                found[child.pid] = child
-                stack.append(child.pid)
-    return list(found.values())
-
-
-def _oldest(procs: Iterable[psutil.Process]) -> psutil.Process | None:
-    born: list[tuple[float, int, psutil.Process]] = []
-    for proc in procs:
-        try:
-            born.append((proc.create_time(), proc.pid, proc))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return min(born, key=lambda item: item[:2])[2] if born else None
-
-
-def _exe(proc: psutil.Process) -> str | None:
-    try:
-        return str(proc.exe()) or None
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-        return None
+    def _exe(self, proc: Proc) -> str | None:
+        """The executable a process runs, remembered per process (by pid and start)."""
+        key = (proc.pid, proc.started)
+        if key not in self._exes:
+            try:
+                self._exes[key] = os.readlink(f"/proc/{proc.pid}/exe").removesuffix(" (deleted)")
+            except OSError:
+                self._exes[key] = None
+        return self._exes[key]
 
 
 def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: float) -> float:

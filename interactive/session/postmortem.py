@@ -239,17 +239,55 @@ class PostMortem:
         import pydevd
 
         with _flags(threading.current_thread(), pydev_do_not_trace=False), _unhurried(pydevd):
+            _brisk_while_stopped(pydevd)
             try:
                 debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
             except Exception:  # a debugger hiccup must not end the session
                 log.exception("could not show the exception to the debugger")
 
 
-IDLE_PYDEVD_SECONDS = 1.0
+IDLE_PYDEVD_SECONDS = 5.0
 """pydevd's housekeeping threads (its command thread, its check that the program still
-runs, a thread stopped in the debugger) wake every ``TIMEOUT_SLOW`` (0.2 s); while a
-session waits for a client or holds it in the failed frame nothing needs them that often
-(a request wakes the thread it is for at once): 1 s then."""
+runs, its writer) wake every ``TIMEOUT_SLOW`` (0.2 s); while a session waits for a client
+or holds it in the failed frame nothing needs them that often (a request wakes the thread
+it is for at once): 5 s then."""
+STOPPED_CHECK_SECONDS = 1.0
+"""How often the thread stopped in the failed frame looks at its state: the client's
+Continue (and :func:`_release`) changes it without waking the thread, so this bounds how
+long a Continue takes to show."""
+
+
+class _BriskEvent(threading.Event):
+    """A stopped thread's wake-up event, waited on for at most ``STOPPED_CHECK_SECONDS``
+    whatever ``TIMEOUT_SLOW`` says."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return super().wait(
+            STOPPED_CHECK_SECONDS if timeout is None else min(timeout, STOPPED_CHECK_SECONDS)
+        )
+
+
+def _brisk_while_stopped(pydevd: Any) -> None:
+    """Give the calling thread pydevd's wake-up event of :class:`_BriskEvent` (once set,
+    it stays; a request already signalled on the old one is kept)."""
+    debugger = pydevd.get_global_debugger()
+    events = getattr(debugger, "_thread_events", None)
+    try:
+        from _pydevd_bundle.pydevd_constants import (  # type: ignore[import-not-found]
+            get_current_thread_id,
+        )
+    except ImportError:
+        return
+    if not isinstance(events, dict):
+        return
+    thread_id = get_current_thread_id(threading.current_thread())
+    old = events.get(thread_id)
+    if isinstance(old, _BriskEvent):
+        return
+    brisk = _BriskEvent()
+    if old is not None and old.is_set():
+        brisk.set()
+    events[thread_id] = brisk
 class _Unhurried:
     """Presenters waiting for a client, pydevd's own ``TIMEOUT_SLOW`` to put back, and the
     writer queues whose ``get`` was slowed."""

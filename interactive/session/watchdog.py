@@ -247,6 +247,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 # -- the session's side ---------------------------------------------------------------------
+
+async def until_ended(pid: int, poll_seconds: float) -> None:
+    """Return when process ``pid`` may have ended: woken by its pidfd (Linux 5.3 and
+    later) the moment it does, so that nothing wakes while it runs; elsewhere after
+    ``poll_seconds``. The caller checks."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or it was already reaped
+        await asyncio.sleep(poll_seconds)
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    try:
+        loop.add_reader(fd, readable)
+        try:
+            await ended
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        os.close(fd)
+
 class Watchdog:
     """The session's handle on its watchdog process, which it keeps alive: a watchdog
     killed first (by hand, by an OOM kill of the wrong process) is started again at once,
@@ -266,7 +292,7 @@ class Watchdog:
     async def guard(self, poll_seconds: float = GUARD_SECONDS) -> None:
         """Until :meth:`stop`: start a new watchdog whenever the current one has died."""
         while self._control is not None:
-            await asyncio.sleep(poll_seconds)
+            await until_ended(self.proc.pid, poll_seconds)
             with self._lock:
                 if self._control is not None and self.proc.poll() is not None:
                     log.warning("the session's watchdog (pid %d) ended (%s): starting another",
