@@ -247,7 +247,7 @@ def test_quiet_processes_are_idle() -> None:
 
 
 def test_a_busy_child_process_is_activity(processes: list[subprocess.Popen[bytes]]) -> None:
-    sampler = CpuSampler(5.0, scope="tree")
+    sampler = CpuSampler(5.0, scope="tree", rescan_seconds=0)
     sampler.sample(0.0)
     proc = spawn(FOREVER)
     processes.append(proc)
@@ -255,6 +255,22 @@ def test_a_busy_child_process_is_activity(processes: list[subprocess.Popen[bytes
     sample = sampler.sample(1.0)  # >= 0.3 CPU seconds in one second: >= 30 %
     assert sample.active
     assert sample.value is not None and sample.value >= 30.0
+
+
+def test_a_new_child_is_found_at_the_next_whole_reading_with_all_its_cpu(
+    processes: list[subprocess.Popen[bytes]],
+) -> None:
+    """Between whole readings of the process table (once a minute while processes start)
+    only the known tree is read: a new child is found late, and counted from its start."""
+    sampler = CpuSampler(0.4, scope="tree")
+    sampler.sample(0.0)
+    proc = spawn(FOREVER)
+    processes.append(proc)
+    wait_until(lambda: cpu_of(proc.pid) >= 0.3, timeout=30, poll=0.02)
+    assert proc.pid not in {key[1] for key in sampler.measure(10.0) if key[0] == "proc"}
+    found = sampler.sample(60.0)
+    assert found.active  # >= 0.3 CPU seconds over 60 s: >= 0.5 %
+    assert found.value is not None and found.value >= 0.5
 
 
 def test_a_child_that_ran_and_ended_between_samples_counts() -> None:

@@ -105,36 +105,39 @@ def test_the_tree_is_read_whole_only_when_a_process_started_or_moved(tmp_path: P
     for pid, ppid in [(1, 0), (10, 1), (11, 10), (12, 11), (20, 1)]:
         proc.start(pid, ppid)
     reader = TreeReader(str(tmp_path))
-    assert sorted(reader.read([10])) == [10, 11, 12]
+    assert sorted(reader.read([10], 0)) == [10, 11, 12]
     assert reader.full_reads == 1
 
     proc.change(11, 10, ticks=500)  # it ran: its members are read again, nothing else
-    tree = reader.read([10])
+    tree = reader.read([10], 10)
     assert reader.full_reads == 1
     assert tree[11].cpu_seconds == pytest.approx(500 / os.sysconf("SC_CLK_TCK"))
 
-    proc.start(13, 12)  # a new process: the whole table again
-    assert sorted(reader.read([10])) == [10, 11, 12, 13]
+    proc.start(13, 12)  # a new process: the whole table again, once a minute at most
+    assert sorted(reader.read([10], 20)) == [10, 11, 12]
+    assert reader.full_reads == 1
+    assert sorted(reader.read([10], 60)) == [10, 11, 12, 13]
     assert reader.full_reads == 2
 
     proc.end(13)  # one ended: no new pid, read the members only
-    assert sorted(reader.read([10])) == [10, 11, 12]
+    assert sorted(reader.read([10], 200)) == [10, 11, 12]
     assert reader.full_reads == 2
 
     proc.end(11)
     proc.change(12, 1)  # its parent ended: reparented, no new pid
-    assert sorted(reader.read([10])) == [10]
+    assert sorted(reader.read([10], 210)) == [10]
     assert reader.full_reads == 3
 
-    assert sorted(reader.read([20])) == [20]  # other roots: read whole
+    assert sorted(reader.read([20], 220)) == [20]  # other roots: read whole
     assert reader.full_reads == 4
 
 
-def test_without_loadavg_every_reading_is_whole(tmp_path: Path) -> None:
+def test_without_loadavg_the_table_is_read_whole_once_a_minute(tmp_path: Path) -> None:
     proc = FakeProc(tmp_path)
     proc.start(10, 1)
     (tmp_path / "loadavg").unlink()
     reader = TreeReader(str(tmp_path))
-    reader.read([10])
-    reader.read([10])
+    reader.read([10], 0)
+    reader.read([10], 10)
+    reader.read([10], 60)
     assert reader.full_reads == 2

@@ -162,9 +162,10 @@ def service_executor(name: str, workers: int = 4) -> concurrent.futures.ThreadPo
     )
 
 
-INTERRUPTIBLE_SECONDS = 1.0
+INTERRUPTIBLE_SECONDS = 5.0
 """How long a blocking wait sleeps at a time, so that an exception raised into its thread
-from outside (``ray.cancel`` raises KeyboardInterrupt in a task's thread so) is seen."""
+from outside (``ray.cancel`` raises KeyboardInterrupt in a task's thread so) is seen within
+that; a signal (SIGTERM) interrupts the wait at once."""
 
 
 def get_interruptibly(source: queue.SimpleQueue[T]) -> T:

@@ -34,7 +34,14 @@ from interactive.base.threads import own_native_ids
 from interactive.base.types import Environ
 from interactive.culler.gpu import GpuSampler, visible_gpus
 from interactive.culler.idle import Sample
-from interactive.culler.proctree import Proc, TreeReader, children_map, descendants, read_table
+from interactive.culler.proctree import (
+    RESCAN_SECONDS,
+    Proc,
+    TreeReader,
+    children_map,
+    descendants,
+    read_table,
+)
 from interactive.storage.workspace import SKIP_DIRS, SKIP_PATHS
 from server_bootstrap.codeserver import data_folder
 
@@ -206,32 +213,42 @@ class CpuSampler:
     _last_now: float = field(default=0.0, init=False)
     _last_wall: float = field(default=0.0, init=False)
     _exes: dict[tuple[int, float], str | None] = field(default_factory=dict, init=False)
-    _tree: TreeReader = field(default_factory=TreeReader, init=False)
+    rescan_seconds: float = RESCAN_SECONDS
+    """While processes start elsewhere, how often the process table is read whole: a
+    process that joins the tree is found within this (its CPU time counted from its start)."""
+    _tree: TreeReader = field(init=False)
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ValueError(f"CpuSampler scope {self.scope!r}: expected one of {SCOPES}")
+        self._tree = TreeReader(rescan_seconds=self.rescan_seconds)
 
     def sample(self, now: float) -> Sample:
         wall = time.time()
-        used = self.measure()
+        used = self.measure(now)
         previous, self._last = self._last, used
         previous_now, self._last_now = self._last_now, now
         previous_wall, self._last_wall = self._last_wall, wall
         if previous is None or now <= previous_now:
             return Sample("cpu", False, None, "")
-        seconds = sum(_delta(key, cpu, previous, previous_wall) for key, cpu in used.items())
+        # A process first seen now may have started any time since the tree was last read
+        # whole: before that, it would have been seen.
+        unseen_since = min(previous_wall, self._tree.previous_whole_at)
+        seconds = sum(_delta(key, cpu, previous, unseen_since) for key, cpu in used.items())
         percent = 100.0 * seconds / (now - previous_now)
         active = percent > self.idle_percent
         return Sample("cpu", active, percent, f"CPU {percent:.1f}%" if active else "")
 
-    def measure(self) -> dict[Key, float]:
-        """CPU seconds used so far by everything that counts, per thread or process."""
+    def measure(self, now: float | None = None) -> dict[Key, float]:
+        """CPU seconds used so far by everything that counts, per thread or process
+        (``now``: the monitor's clock, which paces whole readings of the process table)."""
+        now = time.monotonic() if now is None else now
         used = self._own_threads()
         ended = os.times()  # children that ended and were waited for
         used[("children", self.own_pid, 0.0)] = ended.children_user + ended.children_system
         roots = list(self.ide_pids())
-        table = self._tree.read([self.own_pid, *roots]) if self.scope == "tree" else read_table()
+        table = (self._tree.read([self.own_pid, *roots], now) if self.scope == "tree"
+                 else read_table())
         children = children_map(table)
         excluded = self._ide_processes(roots, table, children) | {self.own_pid}
         for pid in self._candidates(table, children):
@@ -293,10 +310,11 @@ class CpuSampler:
         return self._exes[key]
 
 
-def _delta(key: Key, cpu: float, previous: dict[Key, float], previous_wall: float) -> float:
-    """CPU seconds since the last reading; a thread or process born since counts from its start."""
+def _delta(key: Key, cpu: float, previous: dict[Key, float], unseen_since: float) -> float:
+    """CPU seconds since the last reading; a thread, or a process born since ``unseen_since``
+    (wall clock), counts from its start."""
     if key in previous:
         return max(0.0, cpu - previous[key])
-    if key[0] == "thread" or (key[0] == "proc" and key[2] >= previous_wall - BIRTH_SLACK_SECONDS):
+    if key[0] == "thread" or (key[0] == "proc" and key[2] >= unseen_since - BIRTH_SLACK_SECONDS):
         return cpu
     return 0.0

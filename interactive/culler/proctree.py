@@ -6,18 +6,23 @@ about 10 µs); psutil would read each process several times (its parent, its sta
 times), and the kernel's per-thread ``children`` lists cost one read per *thread* of each
 process in the tree (code-server's Node.js processes have a dozen threads each).
 
-:class:`TreeReader` does better while nothing new starts: the kernel's last allocated pid
-(``/proc/loadavg``) unchanged means no process was created since the last reading, so the
-tree can only have lost processes, and reading its own members again is enough.
+:class:`TreeReader` does better: the kernel's last allocated pid (``/proc/loadavg``)
+unchanged means no process (nor thread) was created since the last reading, so the tree can
+only have lost processes, and reading its own members again is enough; while processes do
+start, the whole table is read again at most once a minute.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import psutil
+
+RESCAN_SECONDS = 60.0
+"""While processes start elsewhere, the whole table is read at most this often."""
 
 
 @dataclass(frozen=True)
@@ -77,23 +82,39 @@ def last_pid(proc_root: str = "/proc") -> int | None:
 class TreeReader:
     """The processes below some roots (the roots included), read again at each call.
 
-    The whole table is read when a process was created since the last call, or a member's
-    parent is no longer the one it had (it was reparented: its parent ended); otherwise only
-    the members are.
+    The whole table is read the first time, when the roots change, when a member's parent
+    is no longer the one it had (it was reparented: its parent ended), and when a process
+    was created anywhere since the last whole reading, at most every ``rescan_seconds``
+    (a busy neighbour starting processes all the time would otherwise make every reading
+    whole). Otherwise only the members are read again. A process that joined the tree
+    meanwhile is found late, not lost: :attr:`previous_whole_at` says since when the tree
+    was not looked at whole, and its CPU time counts from its start.
     """
 
-    def __init__(self, proc_root: str = "/proc") -> None:
+    def __init__(self, proc_root: str = "/proc", rescan_seconds: float = RESCAN_SECONDS,
+                 wall: Callable[[], float] = time.time) -> None:
         self.proc_root = proc_root
+        self.rescan_seconds = rescan_seconds
+        self.wall = wall
         self._last_pid: int | None = None
         self._roots: tuple[int, ...] = ()
         self._members: dict[int, Proc] = {}
+        self._whole_now: float | None = None
+        self.whole_at = 0.0
+        """When the table was last read whole (wall-clock seconds)."""
+        self.previous_whole_at = 0.0
+        """When it was read whole the time before."""
         self.full_reads = 0
-        """How many times the whole table was read (for tests)."""
+        """How many times the whole table was read."""
 
-    def read(self, roots: Iterable[int]) -> dict[int, Proc]:
+    def read(self, roots: Iterable[int], now: float) -> dict[int, Proc]:
+        """The tree now; ``now`` is the caller's clock (it paces the whole readings)."""
         roots = tuple(roots)
         newest = last_pid(self.proc_root)
-        if newest is not None and newest == self._last_pid and roots == self._roots:
+        if self._whole_now is not None and roots == self._roots and not (
+            (newest is None or newest != self._last_pid)
+            and now - self._whole_now >= self.rescan_seconds
+        ):
             again = read_table(self.proc_root, self._members)
             if all(again.get(pid, proc).ppid == proc.ppid for pid, proc in self._members.items()):
                 self._members = again
@@ -103,7 +124,8 @@ class TreeReader:
         present = [pid for pid in roots if pid in table]
         below = descendants(present, children_map(table))
         self._members = {pid: table[pid] for pid in [*present, *below]}
-        self._last_pid, self._roots = newest, roots
+        self._last_pid, self._roots, self._whole_now = newest, roots, now
+        self.previous_whole_at, self.whole_at = self.whole_at, self.wall()
         return dict(self._members)
 
 
