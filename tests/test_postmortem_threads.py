@@ -85,6 +85,63 @@ def test_the_debugger_sees_the_task_only_and_never_holds_the_session(
     assert not any(message in output for message in SLOW_CLOSE), output
 
 
+LOADER_JOB = """\
+import threading, time
+from interactive import vscode
+
+ticks = [0]
+stop = threading.Event()
+
+
+def load():
+    while not stop.is_set():
+        ticks[0] += 1
+        time.sleep(0.02)
+
+
+loader = threading.Thread(target=load, name="loader")  # not a daemon: the end joins it
+loader.start()
+
+
+@vscode(port=0, control_port=0, debug_port=0, ide="none")
+def middle(value):
+    if value > 1:
+        raise ValueError("too large")
+    return value
+
+
+if __name__ == "__main__":
+    print("RESULT", middle(3), flush=True)
+    before = ticks[0]
+    time.sleep(0.5)
+    print("LOADER RAN", ticks[0] > before, flush=True)
+    stop.set()
+    loader.join()
+"""
+
+
+@pytest.mark.parametrize("client_goes", ["stays", "vanishes"])
+def test_threads_the_stop_suspended_run_again_after_resume(job: Job, client_goes: str) -> None:
+    """The post-mortem stops "all threads": the task's own loader thread too. After Resume
+    it runs again, whether the client is still attached or went away without a word;
+    otherwise the resumed task would hang joining it."""
+    job.write("job.py", LOADER_JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    client = DapClient(record["debug"]["host"], record["debug"]["port"])
+    try:
+        assert client.attach_and_stop()["allThreadsStopped"]
+        assert "loader" in [t["name"] for t in client.request("threads")["threads"]]
+        if client_goes == "vanishes":
+            client.sock.close()
+        job.write("job.py", LOADER_JOB.replace("value > 1", "value > 100"))
+        assert job.api("POST", "/api/resume")[0] == 202
+        assert job.wait_exit(timeout=60) == 0
+    finally:
+        client.close()
+    assert "RESULT 3" in job.output()
+    assert "LOADER RAN True" in job.output()
+
+
 def _hidden(thread: threading.Thread) -> bool:
     """What debugpy reads: neither listed nor suspended nor traced."""
     return bool(getattr(thread, "is_pydev_daemon_thread", False)

@@ -188,6 +188,12 @@ class PostMortem:
         self._waiting.set()  # its wait for a client ends
         if self._thread is not None:
             _release(self._thread)  # a client stopped in the exception sees it continue
+        # The task's other threads that the debugger suspended with the stop ("all
+        # threads"): left suspended, the resumed task would hang on them (a data loader's
+        # thread, a join), even after the client went away. Other presenters keep theirs.
+        for thread in _suspended_threads():
+            if thread not in _presenters:
+                _release(thread)
 
     def _serve(self) -> None:
         import debugpy
@@ -341,10 +347,15 @@ _MAIN_THREAD = "__pydevd_main_thread"
 
 
 def _release(thread: threading.Thread) -> None:
-    """Let ``thread`` go on if the debugger holds it suspended (no-op otherwise)."""
+    """Let ``thread`` go on if the debugger holds it suspended (no-op otherwise), at once:
+    its wait in the debugger is woken."""
     try:
+        import pydevd
         from _pydevd_bundle.pydevd_additional_thread_info import (  # type: ignore[import-not-found]
             set_additional_thread_info,
+        )
+        from _pydevd_bundle.pydevd_constants import (
+            get_current_thread_id,
         )
         from _pydevd_bundle.pydevd_thread_lifecycle import (  # type: ignore[import-not-found]
             internal_run_thread,
@@ -352,6 +363,24 @@ def _release(thread: threading.Thread) -> None:
     except ImportError:  # debugpy never listened in this process
         return
     internal_run_thread(thread, set_additional_thread_info)
+    events = getattr(pydevd.get_global_debugger(), "_thread_events", None)
+    event = events.get(get_current_thread_id(thread)) if isinstance(events, dict) else None
+    if event is not None:
+        event.set()
+
+
+def _suspended_threads() -> list[threading.Thread]:
+    """The threads the debugger holds suspended now."""
+    try:
+        from _pydevd_bundle.pydevd_constants import (
+            STATE_SUSPEND,
+        )
+    except ImportError:
+        return []
+    return [
+        thread for thread in threading.enumerate()
+        if getattr(getattr(thread, "additional_info", None), "pydev_state", None) == STATE_SUSPEND
+    ]
 
 
 @contextlib.contextmanager
