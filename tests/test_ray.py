@@ -101,6 +101,15 @@ if __name__ == "__main__":
 """
 
 
+WAITING = """\
+def waiting(home):
+    \"\"\"The records of this job's sessions that wait now.\"\"\"
+    records = (json.load(open(path)) for path in glob.glob(home + "/sessions/*/session.json"))
+    return [record for record in records if record.get("state") == "waiting"]
+"""
+"""The drivers' look at their own sessions (run inside the driver script)."""
+
+
 CANCELLED = f"""\
 import glob, json, os, time
 import ray
@@ -115,13 +124,7 @@ def work(x):
     return 10 / x
 
 
-def waiting(home):
-    for path in glob.glob(home + "/sessions/*/session.json"):
-        record = json.load(open(path))
-        if record.get("state") == "waiting":
-            return record
-    return None
-
+{WAITING}
 
 if __name__ == "__main__":
     ray.init(runtime_env={{"working_dir": "."}})
@@ -129,7 +132,7 @@ if __name__ == "__main__":
     home = os.environ["PODCODE_HOME"]
     while not waiting(home):
         time.sleep(0.2)
-    with open(os.path.join(waiting(home)["workspace"], "driver.py"), "a") as script:
+    with open(os.path.join(waiting(home)[0]["workspace"], "driver.py"), "a") as script:
         script.write("# the engineer's edit, before the job is cancelled\\n")
     ray.cancel(ref)
     try:
@@ -159,10 +162,7 @@ def second(x):
     return [][x]
 
 
-def waiting(home):
-    return [path for path in glob.glob(home + "/sessions/*/session.json")
-            if json.load(open(path)).get("state") == "waiting"]
-
+{WAITING}
 
 if __name__ == "__main__":
     ray.init(runtime_env={{"working_dir": "."}})
