@@ -245,7 +245,7 @@ class PostMortem:
         import pydevd
 
         with _flags(threading.current_thread(), pydev_do_not_trace=False), _unhurried(pydevd):
-            _brisk_while_stopped(pydevd)
+            _brisk_while_stopped()
             try:
                 debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
             except Exception:  # a debugger hiccup must not end the session
@@ -273,20 +273,13 @@ class _BriskEvent(threading.Event):
         )
 
 
-def _brisk_while_stopped(pydevd: Any) -> None:
+def _brisk_while_stopped() -> None:
     """Give the calling thread pydevd's wake-up event of :class:`_BriskEvent` (once set,
     it stays; a request already signalled on the old one is kept)."""
-    debugger = pydevd.get_global_debugger()
-    events = getattr(debugger, "_thread_events", None)
-    try:
-        from _pydevd_bundle.pydevd_constants import (  # type: ignore[import-not-found]
-            get_current_thread_id,
-        )
-    except ImportError:
+    slot = _wake_up_slot(threading.current_thread())
+    if slot is None:
         return
-    if not isinstance(events, dict):
-        return
-    thread_id = get_current_thread_id(threading.current_thread())
+    events, thread_id = slot
     old = events.get(thread_id)
     if isinstance(old, _BriskEvent):
         return
@@ -294,6 +287,20 @@ def _brisk_while_stopped(pydevd: Any) -> None:
     if old is not None and old.is_set():
         brisk.set()
     events[thread_id] = brisk
+
+
+def _wake_up_slot(thread: threading.Thread) -> tuple[dict[str, Any], str] | None:
+    """pydevd's wake-up events per thread, and ``thread``'s key there (None: debugpy never
+    listened in this process)."""
+    try:
+        import pydevd
+        from _pydevd_bundle.pydevd_constants import get_current_thread_id  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    events = getattr(pydevd.get_global_debugger(), "_thread_events", None)
+    return (events, get_current_thread_id(thread)) if isinstance(events, dict) else None
+
+
 class _Unhurried:
     """Presenters waiting for a client, pydevd's own ``TIMEOUT_SLOW`` to put back, and the
     writer queues whose ``get`` was slowed."""
@@ -350,12 +357,8 @@ def _release(thread: threading.Thread) -> None:
     """Let ``thread`` go on if the debugger holds it suspended (no-op otherwise), at once:
     its wait in the debugger is woken."""
     try:
-        import pydevd
         from _pydevd_bundle.pydevd_additional_thread_info import (  # type: ignore[import-not-found]
             set_additional_thread_info,
-        )
-        from _pydevd_bundle.pydevd_constants import (
-            get_current_thread_id,
         )
         from _pydevd_bundle.pydevd_thread_lifecycle import (  # type: ignore[import-not-found]
             internal_run_thread,
@@ -363,8 +366,8 @@ def _release(thread: threading.Thread) -> None:
     except ImportError:  # debugpy never listened in this process
         return
     internal_run_thread(thread, set_additional_thread_info)
-    events = getattr(pydevd.get_global_debugger(), "_thread_events", None)
-    event = events.get(get_current_thread_id(thread)) if isinstance(events, dict) else None
+    slot = _wake_up_slot(thread)
+    event = slot[0].get(slot[1]) if slot is not None else None
     if event is not None:
         event.set()
 
@@ -372,9 +375,7 @@ def _release(thread: threading.Thread) -> None:
 def _suspended_threads() -> list[threading.Thread]:
     """The threads the debugger holds suspended now."""
     try:
-        from _pydevd_bundle.pydevd_constants import (
-            STATE_SUSPEND,
-        )
+        from _pydevd_bundle.pydevd_constants import STATE_SUSPEND
     except ImportError:
         return []
     return [
