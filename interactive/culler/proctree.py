@@ -14,6 +14,7 @@ start, the whole table is read again at most once a minute.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -44,14 +45,20 @@ def read_table(proc_root: str = "/proc", pids: Iterable[int] | None = None) -> d
             pids = [int(name) for name in os.listdir(proc_root) if name.isdigit()]
         except OSError:
             return {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    boot = psutil.boot_time()
+    ticks, boot = _clock()
     table: dict[int, Proc] = {}
     for pid in pids:
         proc = _read_one(proc_root, pid, ticks, boot)
         if proc is not None:
             table[pid] = proc
     return table
+
+
+@functools.cache
+def _clock() -> tuple[int, float]:
+    """Clock ticks a second and when the machine booted (the stat file's units): fixed
+    while the process runs, so read once rather than once per reading."""
+    return os.sysconf("SC_CLK_TCK"), psutil.boot_time()
 
 
 def _read_one(proc_root: str, pid: int, ticks: int, boot: float) -> Proc | None:
