@@ -71,10 +71,14 @@ def _thread(page: Any, name: str) -> Any:
     return page.locator(".debug-call-stack .monaco-list-row:has(.thread)", has_text=name)
 
 
+def _frame_row(page: Any, task: str) -> Any:
+    return page.locator(".debug-call-stack .monaco-list-row:has(.stack-frame)",
+                        has_text=f"{task}job.py")
+
+
 async def _frame_of(page: Any, task: str) -> None:
     """Select the failed frame of ``task``'s thread (expanding the thread if need be)."""
-    frame = page.locator(".debug-call-stack .monaco-list-row:has(.stack-frame)",
-                         has_text=f"{task}job.py")
+    frame = _frame_row(page, task)
     if not await frame.is_visible():
         await _thread(page, task).click()
     await frame.click()
@@ -86,18 +90,19 @@ async def _variable(page: Any, pattern: str) -> None:
 
 
 async def _resume_here(page: Any) -> None:
-    """Resume from the status bar's menu; click the item again if the menu did not open
-    (on a loaded machine the workbench may drop a click while it redraws)."""
+    """Resume from the status bar's menu. The menu is opened and clicked again when it did not
+    open or closed before the click landed: on a loaded machine the workbench may drop a click
+    while it redraws, and a debug view that comes into focus closes an open quick pick."""
     menu = page.locator(".quick-input-list .monaco-list-row", has_text="Resume workflow")
     for attempt in range(3):
         await page.locator(".statusbar-item", has_text="podcode: waiting").click()
         try:
             await menu.first.wait_for(timeout=20_000)
-            break
+            await menu.first.click(timeout=20_000)
+            return
         except playwright_api.TimeoutError:
             if attempt == 2:
                 raise
-    await menu.first.click()
 
 
 async def test_one_debugger_shows_both_failed_coroutines_and_each_ide_resumes_its_own(
@@ -133,6 +138,8 @@ async def test_one_debugger_shows_both_failed_coroutines_and_each_ide_resumes_it
             assert "job.py:right" in waiting(job.home)  # the other one still waits
 
             await log_in(page, right)
+            # its post-mortem attaches by itself; one thread left, so its frame shows alone
+            await _frame_row(page, "right").wait_for()
             await _resume_here(page)
             assert job.wait_exit(timeout=60) == 0, job.output()
         except BaseException:
