@@ -50,7 +50,7 @@ _I18N_OPTION = re.compile(rb"\bi18n: \{")
 USER_SETTINGS: Mapping[str, object] = MappingProxyType({
     "telemetry.telemetryLevel": "off",
     "update.mode": "none",
-    "extensions.autoUpdate": False,
+    "extensions.autoUpdate": "off",
     "extensions.autoCheckUpdates": False,
     "workbench.enableExperiments": False,
     "workbench.startupEditor": "none",
@@ -142,10 +142,19 @@ def command_line(
     ]
 
 
+SKIP_SHELL_ENVIRONMENT = {"VSCODE_CLI": "1"}
+"""Without it, VS Code's server runs the user's shell as a login shell (``bash -i -l -c``,
+their ``.bashrc`` included) before it starts the extension host, and gives its terminals,
+tasks and extensions the environment that shell printed: about 0.7 s on the way to the
+failed frame, and an environment that is not the task's (a profile may reset ``PATH``
+away from the task's interpreter). ``VSCODE_CLI=1`` is what VS Code reads as "started
+from a shell already" and skips that step for; it changes nothing else in code-server."""
+
+
 def child_environ(base: Mapping[str, str], extra: Mapping[str, str], marker: str) -> dict[str, str]:
-    """code-server's environment: ``base`` + ``extra`` without any password, plus the
-    tree marker."""
-    env = {**base, **extra}
+    """code-server's environment: ``base`` (the task's) + ``extra`` without any password,
+    plus the tree marker, and taken as it is rather than re-read from a login shell."""
+    env = {**base, **extra, **SKIP_SHELL_ENVIRONMENT}
     for name in SECRET_VARIABLES:
         env.pop(name, None)
     env[MARKER_VARIABLE] = marker

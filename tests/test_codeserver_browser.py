@@ -85,7 +85,11 @@ async def test_workbench_with_companion_in_chromium(
     code_server_factory: Callable[..., CodeServer], control_api: ControlApi, tmp_path: Path
 ) -> None:
     workspace = _workspace(tmp_path / "workspace", control_api.url)
-    server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True)
+    home = tmp_path / "home"  # a login shell would add FROM_LOGIN_SHELL: the IDE must not
+    home.mkdir()
+    (home / ".bash_profile").write_text("export FROM_LOGIN_SHELL=login\n")
+    server = code_server_factory(workspace=workspace, password=PASSWORD, companion=True,
+                                 env={"HOME": str(home), "FROM_TASK": "task"})
     await server.start()
     async with chromium_page(tmp_path / "chromium-profile", viewport={"width": 1400, "height": 900},
                              timeout_ms=60_000) as page:
@@ -123,7 +127,8 @@ async def test_workbench_with_companion_in_chromium(
         await eventually(lambda: "/api/resume" in control_api.paths(), timeout=30, poll=0.2)
         await page.get_by_text("resuming the workflow with your edits").first.wait_for()
 
-        # A terminal: its shell gets a session of its own, yet stop() must end it.
+        # A terminal: its shell gets a session of its own, yet stop() must end it. It has
+        # the task's environment, not one re-read from a login shell.
         await page.keyboard.press("F1")
         await page.keyboard.type("Terminal: Create New Terminal")
         await page.locator(".quick-input-list .monaco-list-row",
@@ -132,10 +137,11 @@ async def test_workbench_with_companion_in_chromium(
         await page.locator(".terminal-wrapper").first.wait_for()
         await eventually(lambda: bool(_shells(server)), timeout=30, poll=0.2)
         await page.wait_for_timeout(1000)
-        await page.keyboard.type("echo $((6*7)) > typed-in-terminal.txt")
+        await page.keyboard.type(
+            "echo $((6*7)) $FROM_TASK ${FROM_LOGIN_SHELL:-none} > typed-in-terminal.txt")
         await page.keyboard.press("Enter")
         typed = workspace / "typed-in-terminal.txt"
-        await eventually(lambda: typed.exists() and typed.read_text() == "42\n",
+        await eventually(lambda: typed.exists() and typed.read_text() == "42 task none\n",
                          timeout=30, poll=0.2)
         await eventually(lambda: ("POST", "/api/activity", {"kind": "terminal"})
                          in control_api.calls, timeout=30, poll=0.2)

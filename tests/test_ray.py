@@ -45,6 +45,9 @@ if __name__ == "__main__":
     print("RESULT", ray.get([work.remote(x) for x in (1, 0, 0, 0)]), flush=True)
 """
 HELPERS = "def bonus(x):\n    return x + 10\n"
+SUBMITTED = {"driver.py": MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()"),
+             "helpers.py": HELPERS}
+"""MAP as ``ray job submit`` runs it: the working_dir comes from the job's runtime env."""
 
 SHAPES = f"""\
 import ray
@@ -190,9 +193,10 @@ class Driver:
     """A driver script run as users run it (``python driver.py``), its output in a file."""
 
     def __init__(
-        self, cluster: Cluster, folder: Path, files: dict[str, str], submit: bool = False,
+        self, cluster: Cluster, folder: Path, files: dict[str, str], submit: str | None = None,
         **more: str,
     ) -> None:
+        """``submit``: the job's submission id, to run it with ``ray job submit``."""
         self.project, self.home = folder / "project", folder / "home"
         self.project.mkdir()
         for name, text in files.items():
@@ -204,7 +208,8 @@ class Driver:
             assert cluster.dashboard is not None
             runtime_env = {"working_dir": ".", "env_vars": settings}
             command = [str(Path(sys.executable).with_name("ray")), "job", "submit",
-                       "--address", cluster.dashboard, "--runtime-env-json",
+                       "--address", cluster.dashboard, "--submission-id", submit,
+                       "--runtime-env-json",
                        json.dumps(runtime_env), "--", sys.executable, "driver.py"]
             settings = {}
         self.env = cluster.driver_env(**settings)
@@ -243,6 +248,13 @@ class Driver:
                               timeout=60, check=False)
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
+
+    def edits(self, task: str) -> str:
+        """``podcode edits TASK``: the saved patch, or "" while there is none."""
+        done = subprocess.run([PODCODE, "edits", task], capture_output=True, text=True,
+                              timeout=60, check=False,
+                              env={**self.env, "PODCODE_HOME": str(self.home)})
+        return done.stdout if done.returncode == 0 else ""
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -352,9 +364,7 @@ def test_ray_retries_do_not_open_a_session_again_after_an_abort(
 def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    files = {"driver.py": MAP.replace('ray.init(runtime_env={"working_dir": "."})', "ray.init()"),
-             "helpers.py": HELPERS}
-    driver = Driver(cluster, tmp_path, files, submit=True)
+    driver = Driver(cluster, tmp_path, SUBMITTED, submit="podcode-settings")
     try:
         record = driver.session()
         script = Path(record["workspace"]) / "driver.py"
@@ -378,12 +388,29 @@ def test_ray_cancel_ends_the_waiting_session_with_the_edits_saved(
         driver.stop()
     assert "CANCELLED" in output, output[-3000:]  # ray.get answers before the worker is done
 
-    def saved() -> str:
-        done = subprocess.run([PODCODE, "edits", "driver.py:work"], capture_output=True,
-                              text=True, timeout=60, check=False,
-                              env={**driver.env, "PODCODE_HOME": str(driver.home)})
-        return done.stdout if done.returncode == 0 else ""
-
     # In the whole suite the worker takes longer to reach its save (not understood yet).
-    patch = wait_until(saved, "the edits saved by the cancelled session", 240, 0.5)
+    patch = wait_until(lambda: driver.edits("driver.py:work"),
+                       "the edits saved by the cancelled session", 240, 0.5)
     assert "+# the engineer's edit, before the job is cancelled" in patch, patch
+
+
+def test_ray_job_stop_keeps_the_edits_made_in_the_session(cluster: Cluster, tmp_path: Path) -> None:
+    """``ray job stop`` kills the job's workers, the waiting one with them, without a chance
+    to save: the edits made in the session are in the store already, saved as they were
+    made (within ``poll_seconds``)."""
+    files = {**SUBMITTED, "driver.py": SUBMITTED["driver.py"] + "# a package of its own\n"}
+    driver = Driver(cluster, tmp_path, files, submit="podcode-stopped")
+    try:
+        record = driver.session()
+        helpers = Path(record["workspace"]) / "helpers.py"
+        helpers.write_text(HELPERS + "# the engineer's edit, before the job is stopped\n")
+        wait_until(lambda: "+# the engineer's edit" in driver.edits("driver.py:work"),
+                   "the edit saved while the session waits", 60, 0.5)
+        subprocess.run([str(Path(sys.executable).with_name("ray")), "job", "stop", "--address",
+                        str(cluster.dashboard), "podcode-stopped"], env=driver.env, check=True,
+                       capture_output=True, timeout=120)
+        driver.process.wait(120)
+    finally:
+        driver.stop()
+    patch = driver.edits("driver.py:work")
+    assert "+# the engineer's edit, before the job is stopped" in patch, patch

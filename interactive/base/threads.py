@@ -169,8 +169,8 @@ that; a signal (SIGTERM) interrupts the wait at once."""
 
 
 def get_interruptibly(source: queue.SimpleQueue[T]) -> T:
-    """``source.get()``, woken once a second: a thread blocked in a lock never sees an
-    asynchronous exception; this one does within a second."""
+    """``source.get()``, woken every :data:`INTERRUPTIBLE_SECONDS`: a thread blocked in a
+    lock never sees an asynchronous exception; this one does within that time."""
     while True:
         try:
             return source.get(timeout=INTERRUPTIBLE_SECONDS)

@@ -46,6 +46,7 @@ from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
+from interactive.session.autosave import autosaving
 from interactive.session.desktop import Desktop
 from interactive.session.ide import Ide, keep_serving, start_ide
 from interactive.session.language import language_server
@@ -403,11 +404,9 @@ class Session:
             ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier
+        deps.samplers = autosaving(deps.samplers, self.save_edits, self.clock())
         if self.peers is not None:
-            deps.samplers = [
-                *deps.samplers,
-                PeerSampler(self.peers, self.state.touch, self._record),
-            ]
+            deps.samplers.append(PeerSampler(self.peers, self.state.touch, self._record))
             if not self.leader:  # the leader warns the owner and deletes the pod
                 deps.notifier = None
         await run_monitor(
@@ -436,16 +435,16 @@ class Session:
         self.ide = None if report.ide_stopped else self.ide
         self.commands.put(Command(CommandKind.REAPED, report.edits_url))
 
-    def save_edits(self) -> str | None:
-        """Copy the engineer's edits (since the session opened) to the store now; the store
-        URL, or None when nothing changed or they could not be saved."""
+    def save_edits(self, when: float | None = None) -> str | None:
+        """Copy the engineer's edits (since the session opened) to the store, into the folder
+        of ``when`` (now by default); its URL, or None when nothing changed or on failure."""
         if self.snapshot is None or not self.snapshot.changed():
             return None
         from interactive.storage.edits import save_edits
         from interactive.storage.store import open_store
 
         try:
-            return save_edits(self.snapshot, open_store(), self.task.name, self.clock()).url
+            return save_edits(self.snapshot, open_store(), self.task.name, when or self.clock()).url
         except Exception:
             log.exception("could not save the edits of %s", self.task.name)
             return None
