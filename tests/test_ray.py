@@ -183,6 +183,48 @@ if __name__ == "__main__":
 """
 
 
+TUNED = f"""\
+import json, os, tempfile
+import ray
+from ray import tune
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@vscode(**SETTINGS)
+def trainable(config):
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:  # as Tune's fault tolerance asks: go on from the last checkpoint
+        with checkpoint.as_directory() as folder:
+            start = json.load(open(os.path.join(folder, "state.json")))["step"] + 1
+    for step in range(start, 4):
+        loss = config["lr"] / (step - 2)
+        with tempfile.TemporaryDirectory() as folder:
+            json.dump({{"step": step}}, open(os.path.join(folder, "state.json"), "w"))
+            tune.report({{"loss": loss, "step": step}},
+                        checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    tuner = tune.Tuner(
+        trainable,
+        param_space={{"lr": tune.grid_search([0.5])}},
+        run_config=tune.RunConfig(storage_path=os.path.abspath("../results"), name="exp",
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
+    results = tuner.fit()
+    (result,) = results
+    history = result.metrics_dataframe
+    print("ERRORS", results.num_errors, "STEPS", list(history["step"]),
+          "ITERATIONS", list(history["training_iteration"]), flush=True)
+"""
+"""A Ray Tune trial written as Tune's fault tolerance asks (it goes on from
+``tune.get_checkpoint()``); it fails at its third step."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with ray_cluster(dashboard=True) as running:
@@ -414,3 +456,23 @@ def test_ray_job_stop_keeps_the_edits_made_in_the_session(cluster: Cluster, tmp_
         driver.stop()
     patch = driver.edits("driver.py:work")
     assert "+# the engineer's edit, before the job is stopped" in patch, patch
+
+
+def test_a_tune_trial_resumes_from_its_last_checkpoint_and_tune_sees_each_step_once(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Tune runs the trial in a folder of its own (its results, not the code): the IDE
+    opens the node's copy of the code all the same, the fix goes there, and the resumed
+    trial goes on from the checkpoint it reported last, so Tune records steps 0 to 3 once
+    each and the trial ends without an error."""
+    driver = Driver(cluster, tmp_path, {"driver.py": TUNED})
+    try:
+        record = driver.session()
+        script = Path(record["workspace"]) / "driver.py"
+        assert script.is_file(), record["workspace"]  # the copy, not the trial's folder
+        script.write_text(script.read_text().replace("(step - 2)", "(step + 2)"))
+        assert "__main__.trainable" in driver.podcode("resume")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "ERRORS 0 STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]

@@ -18,7 +18,7 @@ from interactive import vscode
 from interactive.base.names import RAW_ATTRIBUTE
 from interactive.base.types import ExcInfo
 from interactive.ray.bugs import FAILED, FIXED, FULL, OPEN, WAIT, Board, bug_key
-from interactive.ray.worker import in_copy, relocate
+from interactive.ray.worker import copy_of, in_copy, relocate
 from interactive.task.travel import Carried
 
 
@@ -84,6 +84,18 @@ def test_the_copy_of_a_file_is_its_longest_tail_there(tmp_path: Path) -> None:
         (tmp_path / rel).write_text("")
     assert in_copy("/home/ana/proj/jobs/train.py", tmp_path) == tmp_path / "jobs/train.py"
     assert in_copy("/home/ana/proj/other.py", tmp_path) is None
+
+
+def test_the_nodes_copy_is_found_from_a_tune_trials_folder(tmp_path: Path) -> None:
+    copy = tmp_path / "runtime_resources" / "working_dir_files" / "_ray_pkg_1f2e"
+    trial = tmp_path / "artifacts" / "exp" / "working_dirs" / "trainable_00000"
+    for folder in (copy, trial):
+        folder.mkdir(parents=True)
+    assert copy_of(copy, [], None) == copy  # a task: it runs in the copy
+    assert copy_of(trial, ["/usr/lib/python3", str(copy)], None) == copy  # Tune moved it
+    assert copy_of(trial, [], str(copy)) == copy  # TUNE_ORIG_WORKING_DIR says where
+    assert copy_of(trial, [], str(tmp_path)) == tmp_path  # no copy of Ray's: what Tune says
+    assert copy_of(trial, [str(tmp_path / "gone" / "working_dir_files" / "x")], None) == trial
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ With ``runtime_env={"working_dir": ...}`` each node unpacks the job's files into
 folder of its own and starts its workers there: modules the task imports come from that
 copy. A function of the driver's script is shipped by value (cloudpickle): its code
 names the driver's file (or ``<dynamic-code>``), which on another machine does not
-exist. Both are brought to one place: the copy. The IDE opens the copy, the by-value
+exist. Both are brought to one place: the copy (also for a Ray Tune trial, whose worker
+runs in a folder of the trial's). The IDE opens the copy, the by-value
 code is told it lives there (tracebacks, the debugger and resume all see the copy's
 file), and the edits are saved to the store from there, as for any session.
 """
@@ -12,8 +13,10 @@ file), and the edits are saved to the store from there, as for any session.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import types
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,12 +42,32 @@ def in_worker() -> bool:
     return bool(global_worker.mode == WORKER_MODE)
 
 
+COPIES = "working_dir_files"
+"""The folder of Ray's runtime environments that holds the nodes' copies of working_dirs."""
+
+
 def working_dir() -> Path | None:
-    """The node's copy of the job's ``working_dir`` (the worker runs in it), if any."""
+    """The node's copy of the job's ``working_dir``, if any (see :func:`copy_of`)."""
     import ray
 
-    env = ray.get_runtime_context().runtime_env
-    return Path.cwd() if env.get("working_dir") else None
+    if not ray.get_runtime_context().runtime_env.get("working_dir"):
+        return None
+    return copy_of(Path.cwd(), sys.path, os.environ.get("TUNE_ORIG_WORKING_DIR"))
+
+
+def copy_of(cwd: Path, paths: Iterable[str], before_trial: str | None) -> Path:
+    """Where the node unpacked the job's ``working_dir``. A worker starts there, and Ray
+    puts the folder on its ``sys.path``; but Ray Tune (and Ray Train) move a trial's
+    worker into a folder of the trial's own, holding its results and not the code, and
+    say where it was in ``TUNE_ORIG_WORKING_DIR``. The first of the working directory,
+    that variable and ``sys.path`` that is one of Ray's copies wins; else the variable's
+    folder, else the working directory."""
+    for candidate in (str(cwd), before_trial, *paths):
+        if candidate and Path(candidate).parent.name == COPIES and os.path.isdir(candidate):
+            return Path(candidate)
+    if before_trial and os.path.isdir(before_trial):
+        return Path(before_trial)
+    return cwd
 
 
 def adapt(fn: Any, ref: TaskRef, settings: Settings) -> tuple[TaskRef, Settings]:
