@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from interactive.distributed.ranks import RankInfo
 from interactive.kube.pod import PodClient
 from interactive.session.publish import Publisher
 from tests.fake_kube import FakeKube
+from tests.waiting import wait_until
 
 PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
 
@@ -185,3 +188,43 @@ def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_per
     assert pod.calls == [("mark", "waiting"), ("mark", "waiting"), ("state", "waiting"),
                          ("state", "waiting"), ("state", "waiting"), ("state", "resuming"),
                          ("state", "failed")]
+
+
+def test_a_worker_whose_session_ends_leaves_a_shared_pod_marked_for_anothers_waiting(
+    loop: LoopThread, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Ray workers of one pod, each with a session (other processes, one home): the
+    one that resumes and ends labels the pod with the other's ``waiting``, so ``podcode
+    attach POD`` still reaches it."""
+    from interactive.base.identity import process_started, session_id
+    from interactive.session import publish
+
+    monkeypatch.setattr(publish, "pod_shared", lambda: True)  # a Ray node
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = wait_until(lambda: process_started(other.pid), "the other worker", 10, 0.05)
+        theirs = SessionRecord(Phase.WAITING, task="m.other", workspace="/src",
+                               control_url="http://h:2", token="u", pid=other.pid,
+                               started=started)
+        record.write_records(theirs, tmp_path, tmp_path, claim=False,
+                             session=session_id(other.pid, started))
+        pod = FakePod()
+        pod.release.set()
+        ours = Publisher(loop, home=tmp_path, base_home=tmp_path, leader=True)
+        ours.publish(lambda: serving(Phase.WAITING))
+        loop.call(ours.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
+        ours.publish(lambda: serving(Phase.RESUMING))
+        ours.close()
+        ours.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
+        assert pod.calls[-1] == ("state", "waiting"), pod.calls  # the other still waits
+        other.kill()
+        other.wait(10)
+        again = Publisher(loop, home=tmp_path, base_home=tmp_path, leader=True)
+        again.publish(lambda: serving(Phase.WAITING))
+        loop.call(again.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
+        again.close()
+        again.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
+        assert pod.calls[-1] == ("state", "done"), "a gone worker's record does not count"
+    finally:
+        other.kill()
+        other.wait(10)

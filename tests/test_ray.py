@@ -291,6 +291,15 @@ class Driver:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def fix(self, old: str, new: str) -> tuple[Path, str]:
+        """Once the session waits, edit its ``driver.py`` (``old`` to ``new``) and resume:
+        the session's workspace, and what ``podcode resume`` said."""
+        workspace = Path(self.session()["workspace"])
+        script = workspace / "driver.py"
+        assert script.is_file(), workspace
+        script.write_text(script.read_text().replace(old, new))
+        return workspace, self.podcode("resume")
+
     def edits(self, task: str) -> str:
         """``podcode edits TASK``: the saved patch, or "" while there is none."""
         done = subprocess.run([PODCODE, "edits", task], capture_output=True, text=True,
@@ -408,11 +417,9 @@ def test_ray_job_submit_with_the_settings_in_the_jobs_runtime_env(
 ) -> None:
     driver = Driver(cluster, tmp_path, SUBMITTED, submit="podcode-settings")
     try:
-        record = driver.session()
-        script = Path(record["workspace"]) / "driver.py"
-        assert Path(record["workspace"]) in cluster.copies()
-        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
-        assert "__main__.share" in driver.podcode("resume")
+        workspace, resumed = driver.fix("12 / x", "12 / (x or 4)")
+        assert workspace in cluster.copies()
+        assert "__main__.share" in resumed
         output = driver.finish()
     finally:
         driver.stop()
@@ -467,11 +474,8 @@ def test_a_tune_trial_resumes_from_its_last_checkpoint_and_tune_sees_each_step_o
     each and the trial ends without an error."""
     driver = Driver(cluster, tmp_path, {"driver.py": TUNED})
     try:
-        record = driver.session()
-        script = Path(record["workspace"]) / "driver.py"
-        assert script.is_file(), record["workspace"]  # the copy, not the trial's folder
-        script.write_text(script.read_text().replace("(step - 2)", "(step + 2)"))
-        assert "__main__.trainable" in driver.podcode("resume")
+        _, resumed = driver.fix("(step - 2)", "(step + 2)")  # in the copy, not the trial's
+        assert "__main__.trainable" in resumed
         output = driver.finish()
     finally:
         driver.stop()

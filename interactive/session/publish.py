@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
@@ -27,10 +28,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from interactive.base import record
-from interactive.base.identity import own_session_id
+from interactive.base.identity import own_session_id, pod_shared
 from interactive.base.loop import LoopThread
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import SessionRecord
+from interactive.base.sessionfile import find_local
 from interactive.distributed.peers import Peers
 
 log = logging.getLogger(__name__)
@@ -69,13 +71,28 @@ def pod_phase(phases: list[str]) -> str:
 
 def _label_for(session: Publisher, phase: str | None) -> str | None:
     """Record ``session``'s phase (None: it ended) and return the pod's label: the sum of
-    the open sessions' phases, or None when none is left open."""
+    the open sessions' phases, this process's and (see :func:`_other_processes`) the
+    other workers' of a shared pod, or None when none is left open."""
+    others = _other_processes(session.base_home)
     with _phases_lock:
         if phase is None:
             _phases.pop(session, None)
         else:
             _phases[session] = phase
-        return pod_phase(list(_phases.values())) if _phases else None
+        phases = [*_phases.values(), *others]
+        return pod_phase(phases) if phases else None
+
+
+def _other_processes(base_home: Path) -> list[str]:
+    """The phases of the sessions open in other processes of this pod, from their records
+    in ``base_home``: on a pod that serves other workers (a Ray node runs many, each of
+    which may hold a session), a session that resumes or ends must not mark the pod ended
+    while another worker's session still waits there. Nothing is read on a pod of one's
+    own."""
+    if not pod_shared():
+        return []
+    return [found.state for found in find_local(base_home)
+            if found.open and found.pid != os.getpid()]
 
 
 class Publisher:
