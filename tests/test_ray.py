@@ -211,18 +211,19 @@ if __name__ == "__main__":
     ray.init(runtime_env={{"working_dir": "."}})
     tuner = tune.Tuner(
         trainable,
-        param_space={{"lr": tune.grid_search([0.5])}},
+        param_space={{"lr": tune.grid_search([0.5, 0.25])}},
         run_config=tune.RunConfig(storage_path=os.path.abspath("../results"), name="exp",
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+                                  failure_config=tune.FailureConfig(max_failures=1)),
     )
     results = tuner.fit()
-    (result,) = results
-    history = result.metrics_dataframe
-    print("ERRORS", results.num_errors, "STEPS", list(history["step"]),
-          "ITERATIONS", list(history["training_iteration"]), flush=True)
+    print("ERRORS", results.num_errors, flush=True)
+    for result in sorted(results, key=lambda result: result.config["lr"]):
+        history = result.metrics_dataframe
+        print("TRIAL", result.config["lr"], "STEPS", list(history["step"]),
+              "ITERATIONS", list(history["training_iteration"]), flush=True)
 """
-"""A Ray Tune trial written as Tune's fault tolerance asks (it goes on from
-``tune.get_checkpoint()``); it fails at its third step."""
+"""Two Ray Tune trials written as Tune's fault tolerance asks (each goes on from
+``tune.get_checkpoint()``); both fail at their third step, at the same line."""
 
 
 @pytest.fixture(scope="module")
@@ -465,18 +466,25 @@ def test_ray_job_stop_keeps_the_edits_made_in_the_session(cluster: Cluster, tmp_
     assert "+# the engineer's edit, before the job is stopped" in patch, patch
 
 
-def test_a_tune_trial_resumes_from_its_last_checkpoint_and_tune_sees_each_step_once(
+def test_tune_trials_resume_from_their_last_checkpoint_and_tune_sees_each_step_once(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """Tune runs the trial in a folder of its own (its results, not the code): the IDE
-    opens the node's copy of the code all the same, the fix goes there, and the resumed
-    trial goes on from the checkpoint it reported last, so Tune records steps 0 to 3 once
-    each and the trial ends without an error."""
+    """Two trials hit one bug: one session opens, the other trial waits for it. Tune runs
+    each trial in a folder of its own (its results, not the code): the IDE opens the
+    node's copy of the code all the same and the fix goes there. Both trials take the fix
+    and go on from the checkpoint they reported last: Tune records steps 0 to 3 once each,
+    and no trial errs or is retried."""
     driver = Driver(cluster, tmp_path, {"driver.py": TUNED})
     try:
+        driver.session()
+        wait_until(lambda: "waits for its outcome" in driver.output(),
+                   "the other trial waiting on the session", 120, 0.2)
         _, resumed = driver.fix("(step - 2)", "(step + 2)")  # in the copy, not the trial's
         assert "__main__.trainable" in resumed
         output = driver.finish()
     finally:
         driver.stop()
-    assert "ERRORS 0 STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert "ERRORS 0" in output, output[-3000:]
+    for lr in ("0.25", "0.5"):
+        assert f"TRIAL {lr} STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]
