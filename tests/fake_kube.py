@@ -309,6 +309,7 @@ class FakeKube:
         ports: dict[str, int] | None = None,
         home: str = "/root/.podcode",
         extra_annotations: dict[str, str] | None = None,
+        extra_labels: dict[str, str] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         """A pod as a running podcode session marks itself."""
@@ -320,7 +321,7 @@ class FakeKube:
             ),
             **(extra_annotations or {}),
         }
-        labels = {"podcode.io/session": "true", "podcode.io/state": state}
+        labels = {"podcode.io/session": "true", "podcode.io/state": state, **(extra_labels or {})}
         return self.add_pod(name, namespace, labels=labels, annotations=annotations, **kwargs)
 
     def remove_pod(self, name: str, namespace: str = "default") -> None:

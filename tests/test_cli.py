@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 
 from interactive.cli import Console, Exit, install_cmd, run
+from interactive.cli.errors import CliError
+from interactive.cli.ray_target import ray_pod
+from interactive.kube.cluster import SessionInfo
+from interactive.kube.errors import NotFound, SessionEnded
 from tests.cli_fixture import LiveSession, errors, output
 from tests.fake_kube import FakeKube
 
@@ -174,6 +178,47 @@ def test_status_of_a_pod(in_pod: LiveSession, fake_kube: FakeKube, console: Cons
     assert "waiting" in output(console)
     assert any(r.path.endswith("/train-0/portforward") for r in fake_kube.requests)
     assert any(r.path.endswith("/train-0/exec") for r in fake_kube.requests)
+
+
+KUBERAY = {"ray.io/cluster": "train-raycluster-x7k", "ray.io/node-type": "worker",
+           "ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "train"}
+
+
+def test_a_pods_session_found_by_its_rayjob_or_raycluster(
+    live: LiveSession, fake_kube: FakeKube, console: Console
+) -> None:
+    """KubeRay: the engineer names the job, not the worker pod the task failed in."""
+    fake_kube.add_pod("train-raycluster-x7k-head", "ml", labels={**KUBERAY, "ray.io/node-type":
+                                                                 "head"})  # no session there
+    fake_kube.session_pod("train-raycluster-x7k-gpu-a", "ml", ports=live.ports,
+                          home=str(live.home), extra_labels=KUBERAY)
+    fake_kube.session_pod("train-raycluster-x7k-gpu-b", "ml", state="done", extra_labels=KUBERAY)
+    for name in ("train", "train-raycluster-x7k"):
+        assert run(["status", "--ray", name, "-n", "ml"], console) == Exit.OK, errors(console)
+        assert "pod ml/train-raycluster-x7k-gpu-a" in output(console)
+        assert f"{name}: the session in pod ml/train-raycluster-x7k-gpu-a" in errors(console)
+    assert run(["resume", "--ray", "train", "-n", "ml"], console) == Exit.OK
+    assert live.controls.calls == ["resume"]
+    assert run(["status", "--ray", "other", "-n", "ml"], console) == Exit.NOT_FOUND
+    assert "no pod of a RayCluster or RayJob named other" in errors(console)
+    assert run(["status", "gpu-a", "--ray", "train", "-n", "ml"], console) == Exit.USAGE
+
+
+def test_the_ray_pod_is_the_one_whose_session_waits() -> None:
+    def pod(name: str, state: str, job: str = "train") -> SessionInfo:
+        return SessionInfo(name, "ml", True, state=state, task="t.f",
+                           ray_names=frozenset({job, f"{job}-raycluster"}))
+
+    waits, runs, other = pod("w-1", "waiting"), pod("w-2", "running"), pod("o-1", "waiting", "x")
+    assert ray_pod([runs, waits, other], "train", "ml") is waits  # the one that needs you
+    assert ray_pod([runs, other], "train-raycluster", "ml") is runs  # else the one open
+    with pytest.raises(CliError, match=r"2 pods of train in namespace ml hold a session: name "
+                                       r"the pod instead of --ray \(w-1 \(waiting, t.f\); w-3"):
+        ray_pod([waits, pod("w-3", "warned")], "train", "ml")
+    with pytest.raises(SessionEnded, match="sessions of train in namespace ml have ended"):
+        ray_pod([pod("w-4", "done")], "train", "ml")
+    with pytest.raises(NotFound):
+        ray_pod([other], "train", "ml")
 
 
 def test_resume_keepalive_abort_a_pod(in_pod: LiveSession, console: Console) -> None:

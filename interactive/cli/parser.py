@@ -72,9 +72,12 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
               common: argparse.ArgumentParser, name: str, help_text: str,
               optional: bool) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
-    parser.add_argument("pod", nargs="?" if optional else None, default=None,
+    parser.add_argument("pod", nargs="?", default=None,
                         help="the session's pod" + (" (default: the local session)"
                                                      if optional else ""))
+    parser.add_argument("--ray", metavar="NAME", help="instead of the pod: the RayCluster or "
+                        "RayJob (KubeRay) whose pod holds the session")
+    parser.set_defaults(pod_required=not optional)
     parser.add_argument("-c", "--container", help="container holding the session "
                         "(default: the pod's default container, else the first)")
     parser.add_argument("--task", help="when several sessions wait (in the pod, or here): "

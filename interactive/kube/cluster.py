@@ -54,6 +54,7 @@ from interactive.kube.labels import (
     LABEL_STATE,
     SELECTOR,
     parse_rfc3339,
+    ray_names,
     ray_of,
 )
 from interactive.kube.portforward import PortStream, open_port_stream
@@ -85,6 +86,8 @@ class SessionInfo:
     default_container: str | None = None
     ray: str | None = None
     """A KubeRay pod: its RayCluster (and RayJob), from KubeRay's labels."""
+    ray_names: frozenset[str] = frozenset()
+    """The RayCluster and RayJob names the pod is found by (``--ray``)."""
 
     @property
     def ended(self) -> bool:
@@ -125,6 +128,7 @@ def session_from_pod(pod: Mapping[str, Any]) -> SessionInfo:
         containers=containers,
         default_container=annotations.get(ANN_DEFAULT_CONTAINER),
         ray=ray_of(labels),
+        ray_names=ray_names(labels),
     )
 
 

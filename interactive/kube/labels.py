@@ -46,6 +46,13 @@ def ray_of(labels: Mapping[str, str]) -> str | None:
     return text
 
 
+def ray_names(labels: Mapping[str, str]) -> frozenset[str]:
+    """The names ``podcode --ray NAME`` finds a KubeRay pod by: its RayCluster's, and the
+    RayJob's (or RayService's) that made the cluster."""
+    return frozenset(name for name in (labels.get(RAY_CLUSTER), labels.get(RAY_ORIGIN_NAME))
+                     if name)
+
+
 def rfc3339(when: float) -> str:
     """``2024-05-01T12:00:00Z`` for epoch seconds ``when`` (UTC, whole seconds)."""
     return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
