@@ -226,6 +226,41 @@ if __name__ == "__main__":
 ``tune.get_checkpoint()``); both fail at their third step, at the same line."""
 
 
+TRAINED = f"""\
+import os
+import torch
+import torch.distributed as dist
+import ray
+from ray import train
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@vscode(**SETTINGS)
+def train_func(config):
+    rank = train.get_context().get_world_rank()
+    for step in range(3):
+        total = torch.tensor([float(rank + 1)])
+        dist.all_reduce(total)  # the two workers meet at every step
+        loss = total.item() / (step - 1)
+        train.report({{"loss": loss, "step": step}})
+    print("FINAL rank", rank, "loss", loss, flush=True)
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    trainer = TorchTrainer(
+        train_func, scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
+        run_config=RunConfig(storage_path=os.path.abspath("../results"), name="exp"))
+    result = trainer.fit()
+    print("TRAINED error", result.error, flush=True)
+"""
+"""Ray Train's TorchTrainer, two CPU workers in a gloo group, failing at one line on both."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with ray_cluster(dashboard=True) as running:
@@ -488,3 +523,34 @@ def test_tune_trials_resume_from_their_last_checkpoint_and_tune_sees_each_step_o
     assert "ERRORS 0" in output, output[-3000:]
     for lr in ("0.25", "0.5"):
         assert f"TRIAL {lr} STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]
+
+
+def test_ray_trains_workers_wait_as_ranks_and_one_resume_resumes_both(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A TorchTrainer's two workers fail together. They are ranks of one process group, so
+    each opens a session, as torchrun's ranks do (not one session per bug: the group must
+    run again as a whole); one ``podcode resume`` resumes both, they re-form the group,
+    and training ends with the fixed value."""
+    driver = Driver(cluster, tmp_path, {"driver.py": TRAINED})
+    try:
+        def ranks() -> list[dict[str, Any]]:
+            assert driver.process.poll() is None, driver.output()[-3000:]
+            found = []
+            for path in driver.home.glob("rank-*/session.json"):
+                record = json.loads(path.read_text())
+                if record.get("state") == "waiting" and record.get("control_url"):
+                    found.append(record)
+            return found if len(found) == 2 else []
+
+        waiting = wait_until(ranks, "both workers waiting in sessions", 180, 0.5)
+        script = Path(waiting[0]["workspace"]) / "driver.py"
+        script.write_text(script.read_text().replace("(step - 1)", "(step + 1)"))
+        leader = min(waiting, key=lambda record: record["rank"]["rank"])
+        assert "__main__.train_func" in driver.podcode("resume", "--pid", str(leader["pid"]))
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "TRAINED error None" in output, output[-3000:]
+    for rank in (0, 1):  # 3 / (2 + 1): the fixed code ran on both, in one group again
+        assert f"FINAL rank {rank} loss 1.0" in output, output[-3000:]

@@ -87,6 +87,13 @@ def prefer_raised_nccl_errors(environ: MutableMapping[str, str] | None = None) -
     return True
 
 
+def in_group() -> bool:
+    """Whether this process is one rank of a process group of several (Ray Train's
+    workers, torchrun's ranks): its ranks fail, wait and resume together."""
+    dist = _dist()
+    return dist is not None and dist.get_world_size() > 1
+
+
 def abort_group() -> bool:
     """Abort the default process group so peers blocked on this rank fail fast."""
     global _aborted

@@ -173,7 +173,9 @@ def _attempt(call: Call) -> Any:
     if "ray" in sys.modules:
         from interactive.ray import bugs, worker
 
-        if worker.in_worker():  # one session per bug across the job
+        if worker.in_worker() and collective.in_group():
+            _join_pod()  # Ray Train's workers: ranks, each in a session, resumed together
+        elif worker.in_worker():  # one session per bug across the job
             again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
                                preempt.check_alive)
             return bugs.handle(again, excinfo, lambda failed: debug_session(call, failed))
