@@ -261,6 +261,37 @@ if __name__ == "__main__":
 """Ray Train's TorchTrainer, two CPU workers in a gloo group, failing at one line on both."""
 
 
+NESTED = f"""\
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def score(batch):
+    weights = ray.get(batch["weights"])  # a reference inside an argument: Ray leaves it
+    return sum(weights) / batch["count"]
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    batch = {{"weights": ray.put([1.0, 2.0, 3.0]), "count": 0}}
+    print("RESULT", ray.get(score.remote(batch)), flush=True)
+"""
+"""A task whose argument holds an ObjectRef (Ray resolves only top-level ones)."""
+
+DEBUG_AGAIN = """\
+import ray
+from interactive import load_inputs
+
+(batch,), _ = load_inputs("driver.py:score")
+print("LOADED", type(batch["weights"]).__name__, ray.get(batch["weights"]), batch["count"])
+"""
+""""Debug again" in another process: the captured inputs, and what their reference holds."""
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     with ray_cluster(dashboard=True) as running:
@@ -554,3 +585,21 @@ def test_ray_trains_workers_wait_as_ranks_and_one_resume_resumes_both(
     assert "TRAINED error None" in output, output[-3000:]
     for rank in (0, 1):  # 3 / (2 + 1): the fixed code ran on both, in one group again
         assert f"FINAL rank {rank} loss 1.0" in output, output[-3000:]
+
+
+def test_an_objectref_inside_an_argument_is_saved_with_its_object(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The captured inputs hold the nested reference's object: another process ("debug
+    again", connected to a Ray of its own choosing) gets a reference to the same values."""
+    driver = Driver(cluster, tmp_path, {"driver.py": NESTED})
+    try:
+        driver.session()
+        again = subprocess.run([sys.executable, "-c", DEBUG_AGAIN], capture_output=True,
+                               text=True, timeout=120, check=False,
+                               env={**driver.env, "PODCODE_HOME": str(driver.home)})
+        driver.podcode("abort")
+        driver.process.wait(120)
+    finally:
+        driver.stop()
+    assert "LOADED ObjectRef [1.0, 2.0, 3.0] 0" in again.stdout, again.stdout + again.stderr

@@ -34,6 +34,7 @@ import logging
 import os
 import pickle
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -153,6 +154,12 @@ def _write_arguments(
             why = _at_failure(taken, blob, sink.buffers[start:])
             if why:
                 entry["at_failure"] = report.at_failure[name] = why
+        try:
+            blob = _with_objects(blob, sink, start)
+        except Exception as exc:  # ray.get of a nested object timed out or failed
+            entry["refs"] = report.at_failure[name] = (
+                f"holds Ray ObjectRefs saved as references only ({type(exc).__name__}: "
+                f"{exc}): 'debug again' outside the job cannot fetch their objects")
         size = len(blob) + sum(memoryview(b).nbytes for b in sink.buffers[start:])
         if max_bytes is not None and total + size > max_bytes:
             del sink.buffers[start:]
@@ -163,6 +170,21 @@ def _write_arguments(
         data.write(blob)
         report.saved.append(name)
     return entries
+
+
+def _with_objects(blob: bytes, sink: BufferSink, start: int) -> bytes:
+    """In a Ray worker: ``blob`` (its buffers in ``sink`` from ``start``) with the
+    ObjectRefs nested in it saved with their objects (:mod:`interactive.ray.refs`);
+    ``blob`` itself when it holds none. Raises when an object cannot be fetched."""
+    ray = sys.modules.get("ray")
+    if b"ObjectRef" not in blob or ray is None or not ray.is_initialized():
+        return blob
+    from interactive.ray.refs import dumps_resolved
+
+    buffers: list[pickle.PickleBuffer] = []
+    resolved = dumps_resolved(pickles.loads(blob, sink.buffers[start:]), buffers.append)
+    sink.buffers[start:] = buffers
+    return resolved
 
 
 def save_inputs(
