@@ -66,6 +66,24 @@ def test_list_shows_the_raycluster_and_rayjob_of_kuberay_pods(
                       "train-raycluster-x7k-gpu-a": "RayJob/train train-raycluster-x7k (worker)"}
 
 
+def test_list_counts_the_sessions_of_a_pod(fake_kube: FakeKube, console: Console) -> None:
+    """Two workers of a Ray node wait in sessions: the row says there is one more."""
+    sessions = {f"sessions.podcode.io/{pid}-1": json.dumps({"task": task, "pid": pid,
+                                                             "ports": {"control": port}})
+                for pid, task, port in ((11, "jobs.train", 8081), (12, "jobs.eval", 8091))}
+    fake_kube.session_pod("ray-worker-a", task="jobs.eval", extra_annotations=sessions)
+    assert run(["list"], console) == Exit.OK
+    assert "jobs.eval (+1 more)" in output(console).splitlines()[1]
+    console.out.seek(0)
+    console.out.truncate()
+    assert run(["list", "-o", "json"], console) == Exit.OK
+    (listed,) = json.loads(output(console))
+    assert listed["sessions"] == {"11-1": {"task": "jobs.train", "pid": 11,
+                                           "ports": {"control": 8081}},
+                                  "12-1": {"task": "jobs.eval", "pid": 12,
+                                           "ports": {"control": 8091}}}
+
+
 def test_list_all_namespaces_as_json(fake_kube: FakeKube, console: Console) -> None:
     fake_kube.session_pod("train-a")
     fake_kube.session_pod("train-b", "other", state="done")

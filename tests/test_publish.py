@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from interactive.base import record
-from interactive.base.identity import process_identity
+from interactive.base.identity import own_session_id, process_identity
 from interactive.base.loop import LoopThread
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import SessionRecord
@@ -48,10 +49,17 @@ class FakePod:
     problems: list[str] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    sessions: dict[str, str] = field(default_factory=dict)
+    """Each session's own annotation, by id: its task."""
 
     def mark_session(self, *, task: str, state: str, owner: str | None,
-                     ports: Mapping[str, int], home: str) -> None:
+                     ports: Mapping[str, int], home: str, session: str | None = None) -> None:
         self.calls.append(("mark", state))
+        if session:
+            self.sessions[session] = task
+
+    def forget_session(self, session: str) -> None:
+        self.sessions.pop(session, None)
 
     def set_state(self, state: str) -> None:
         self.release.wait(30)
@@ -75,6 +83,9 @@ def test_a_phase_change_labels_the_pod_and_writes_session_json(
     assert meta["annotations"]["podcode.io/owner"] == "bo@example.com"
     assert json.loads(meta["annotations"]["podcode.io/ports"]) == PORTS
     assert meta["annotations"]["podcode.io/home"] == str(tmp_path)
+    own = f"sessions.podcode.io/{own_session_id()}"  # this session's own annotation
+    assert json.loads(meta["annotations"][own]) == {"task": "m.fit", "pid": os.getpid(),
+                                                    "ports": PORTS}
     assert [event["reason"] for event in fake_kube.events] == ["PodcodeWaiting"]
 
     publisher.publish(lambda: serving(Phase.RESUMING))
@@ -90,6 +101,8 @@ def test_a_phase_change_labels_the_pod_and_writes_session_json(
                                    **process_identity()))
     labels = fake_kube.pod("train-0", "ml")["metadata"]["labels"]  # type: ignore[index]
     assert labels["podcode.io/state"] == "done"
+    annotations = fake_kube.pod("train-0", "ml")["metadata"]["annotations"]  # type: ignore[index]
+    assert own not in annotations  # the session closed: its annotation went with it
     assert record.read_session(tmp_path) == {"state": "done", "task": "m.fit", "error": None,
                                              "workspace": "/src", **process_identity()}
     pod.close()
@@ -178,10 +191,12 @@ def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_per
     loop.call(first.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
     second.publish(lambda: serving(Phase.WAITING))
     loop.call(second.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
+    assert pod.sessions == {"9-1": "m.fit", "9-1-2": "m.fit"}  # each has its annotation
     second.publish(lambda: serving(Phase.RESUMING))  # the other one still waits
     second.publish(lambda: serving(Phase.RUNNING))
     second.close()
     second.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
+    assert pod.sessions == {"9-1": "m.fit"}  # the ended one's annotation is gone
     first.publish(lambda: serving(Phase.RESUMING))  # alone now
     first.close()
     first.finish(SessionRecord(Phase.FAILED, task="m.fit", **process_identity()))

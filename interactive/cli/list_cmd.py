@@ -21,8 +21,11 @@ LOCAL_HEADERS = ("PID", "TASK", "STATE", "STARTED", "ERROR")
 
 def row(info: SessionInfo, now: float, ray: bool = False) -> tuple[str, ...]:
     """A table row; ``ray``: with the RAY column (some listed pod is a KubeRay pod)."""
+    task = info.task or "-"
+    if len(info.sessions) > 1:  # several sessions in the pod: attach asks which
+        task += f" (+{len(info.sessions) - 1} more)"
     cells = (
-        info.pod, info.namespace, info.state or "-", info.task or "-", info.owner or "-",
+        info.pod, info.namespace, info.state or "-", task, info.owner or "-",
         since(info.idle_since, now), until(info.reap_at, now),
     )
     return (*cells, info.ray or "-") if ray else cells
@@ -35,6 +38,7 @@ def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
         "idle_since": iso(info.idle_since),
         "idle_seconds": None if info.idle_since is None else round(now - info.idle_since),
         "reap_at": iso(info.reap_at), "ports": dict(info.ports), "ray": info.ray,
+        "sessions": {name: dict(data) for name, data in info.sessions.items()},
     }
 
 

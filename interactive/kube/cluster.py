@@ -49,6 +49,7 @@ from interactive.kube.labels import (
     ANN_OWNER,
     ANN_PORTS,
     ANN_REAP_AT,
+    ANN_SESSIONS,
     ANN_TASK,
     LABEL_SESSION,
     LABEL_STATE,
@@ -88,6 +89,9 @@ class SessionInfo:
     """A KubeRay pod: its RayCluster (and RayJob), from KubeRay's labels."""
     ray_names: frozenset[str] = frozenset()
     """The RayCluster and RayJob names the pod is found by (``--ray``)."""
+    sessions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Each session open in the pod by id: its task, process and ports (one annotation
+    each); empty for a pod whose podcode predates them."""
 
     @property
     def ended(self) -> bool:
@@ -129,7 +133,23 @@ def session_from_pod(pod: Mapping[str, Any]) -> SessionInfo:
         default_container=annotations.get(ANN_DEFAULT_CONTAINER),
         ray=ray_of(labels),
         ray_names=ray_names(labels),
+        sessions=_sessions(annotations),
     )
+
+
+def _sessions(annotations: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The per-session annotations (:data:`ANN_SESSIONS`) that parse, by session id."""
+    found: dict[str, dict[str, Any]] = {}
+    for key, raw in annotations.items():
+        if not key.startswith(ANN_SESSIONS):
+            continue
+        try:
+            data = json.loads(raw)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(data, dict):
+            found[key[len(ANN_SESSIONS):]] = data
+    return found
 
 
 class Cluster:

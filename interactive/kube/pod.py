@@ -38,6 +38,7 @@ from interactive.kube.labels import (
     ANN_OWNER,
     ANN_PORTS,
     ANN_REAP_AT,
+    ANN_SESSIONS,
     ANN_TASK,
     EVENT_SOURCE,
     LABEL_SESSION,
@@ -103,14 +104,19 @@ class PodClient:
     # --- the interface ------------------------------------------------------------------------
 
     def mark_session(
-        self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str
+        self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str,
+        session: str | None = None,
     ) -> None:
-        """Label and annotate the pod as a podcode session; emit ``PodcodeWaiting``."""
+        """Label and annotate the pod as a podcode session (``session``: its own annotation
+        too, see :data:`ANN_SESSIONS`); emit ``PodcodeWaiting``."""
         annotations = {
             ANN_TASK: task,
             ANN_PORTS: json.dumps(dict(ports), sort_keys=True),
             ANN_HOME: home,
         }
+        if session:
+            annotations[ANN_SESSIONS + session] = json.dumps(
+                {"task": task, "pid": os.getpid(), "ports": dict(ports)}, sort_keys=True)
         if owner:
             annotations[ANN_OWNER] = owner
         labels = {LABEL_SESSION: "true", LABEL_STATE: state}
@@ -123,6 +129,10 @@ class PodClient:
 
     def set_state(self, state: str) -> None:
         self._patch({"metadata": {"labels": {LABEL_STATE: state}}})
+
+    def forget_session(self, session: str) -> None:
+        """The session ``session`` closed: its own annotation goes."""
+        self._annotate(ANN_SESSIONS + session, None)
 
     def set_reap_at(self, when: float | None) -> None:
         self._annotate(ANN_REAP_AT, None if when is None else rfc3339(when))

@@ -47,10 +47,13 @@ class MarkedPod(Protocol):
     problems: list[str]
 
     def mark_session(
-        self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str
+        self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str,
+        session: str | None = None,
     ) -> None: ...
 
     def set_state(self, state: str) -> Any: ...
+
+    def forget_session(self, session: str) -> Any: ...
 
 
 PRECEDENCE = (Phase.WAITING, Phase.WARNED, Phase.REAPING, Phase.RESUMING, Phase.RUNNING,
@@ -150,7 +153,8 @@ class Publisher:
             state = _label_for(self, str(self.phase)) or str(self.phase)
             await asyncio.to_thread(
                 lambda: pod.mark_session(
-                    task=task, state=state, owner=owner, ports=ports, home=str(self.home)
+                    task=task, state=state, owner=owner, ports=ports, home=str(self.home),
+                    session=self._name(),
                 )
             )
 
@@ -185,12 +189,17 @@ class Publisher:
             if self.pod is not None:
                 try:
                     self.pod.set_state(label)
+                    self.pod.forget_session(self._name())
                 except Exception:
                     log.exception("publishing the session: could not label the pod %s", label)
             if self.recorded:
                 self._write(final)
 
     # -- plumbing --------------------------------------------------------------------------
+    def _name(self) -> str:
+        """The session's id, as its records and the pod's annotation name it."""
+        return self.session or own_session_id()
+
     def _write(self, current: SessionRecord) -> None:
         self.recorded = True
         first = self.session in (None, own_session_id())  # others are listed, not claimed
