@@ -217,3 +217,26 @@ def test_a_blocked_wait_sees_an_exception_raised_into_its_thread() -> None:
         ctypes.c_ulong(waiter.ident), ctypes.py_object(KeyboardInterrupt))
     waiter.join(10)
     assert not waiter.is_alive() and isinstance(seen[0], KeyboardInterrupt)
+
+
+def test_the_fix_is_written_into_another_nodes_copy(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A task waiting on another node takes the fix into its node's copy of the code, so a
+    worker started there later imports the fixed module."""
+    from interactive.ray.bugs import _write
+
+    copy = tmp_path / "node-b" / "_ray_pkg_1f2e"
+    (copy / "jobs").mkdir(parents=True)
+    (copy / "jobs" / "steps.py").write_text("def f(x):\n    return 1 / x\n")
+    (copy / "jobs" / "steps.py").chmod(0o640)
+    (copy / "same.py").write_text("A = 1\n")
+    stamp = (copy / "same.py").stat().st_mtime_ns
+    _write(copy, [("jobs/steps.py", "def f(x):\n    return 1 / x\n",
+                   "def f(x):\n    return 1 / (x or 1)\n"),
+                  ("same.py", "A = 1\n", "A = 1\n"),
+                  ("gone/missing.py", "", "B = 2\n")])
+    assert (copy / "jobs" / "steps.py").read_text() == "def f(x):\n    return 1 / (x or 1)\n"
+    assert (copy / "jobs" / "steps.py").stat().st_mode & 0o777 == 0o640
+    assert (copy / "same.py").stat().st_mtime_ns == stamp  # unchanged: not written again
+    assert "cannot write the fix to" in caplog.text  # a file this copy lacks: said, skipped
