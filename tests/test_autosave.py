@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from interactive.base.phases import Phase
+from interactive.base.state import SessionState
 from interactive.culler.activity import FileSampler
 from interactive.culler.idle import Sample
 from interactive.session.autosave import AutosavingFiles, autosaving
@@ -57,11 +59,24 @@ def test_a_store_that_fails_loses_nothing_but_that_save(caplog: pytest.LogCaptur
     assert sampler.sample(3.0).active and sampler.saved == ["store/edits/t/1"]
 
 
-def test_only_the_workspace_sampler_saves(tmp_path: Path) -> None:
+def test_only_the_workspace_sampler_saves_and_only_while_the_session_waits(
+    tmp_path: Path,
+) -> None:
     files, other = FileSampler(tmp_path), Files(True)
-    wrapped = autosaving([files, other], lambda when: None, when=0.0)
+    state = SessionState(task="t", state=Phase.WAITING)
+    calls: list[float] = []
+    wrapped = autosaving([files, other], lambda when: calls.append(when) or None, 5.0, state)
     assert isinstance(wrapped[0], AutosavingFiles) and wrapped[0].files is files
     assert wrapped[1] is other
+    saver = wrapped[0]
+    saver.sample(1.0)  # the first scan looks once
+    assert calls == [5.0]
+    state.set(state=Phase.RUNNING)  # resumed: the task's own output changes the files
+    (tmp_path / "out.log").write_text("step 1\n")
+    assert saver.sample(2.0).active and calls == [5.0]
+    state.set(state=Phase.WARNED)  # waiting again (idle warning sent): edits count
+    (tmp_path / "job.py").write_text("fixed\n")
+    assert saver.sample(3.0).active and calls == [5.0, 5.0]
 
 
 def test_the_edits_outlive_a_session_killed_outright(job: Job) -> None:

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from interactive.base.phases import Phase
+from interactive.base.state import SessionState
 from interactive.culler.activity import FileSampler, Sampler
 from interactive.culler.idle import Sample
 
@@ -37,6 +39,9 @@ class AutosavingFiles:
     files: Sampler
     save: Save
     when: float
+    waiting: Callable[[], bool] = lambda: True
+    """Whether the session waits for a person now. While the task runs again after a
+    resume, what changes in the workspace is the task's output, not edits: not saved."""
     saved: list[str] = field(default_factory=list)
     """The URL of each save made (the last one is the session's draft)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -46,7 +51,7 @@ class AutosavingFiles:
         sample = self.files.sample(now)
         # The first scan only learns the files (it cannot tell a change): edits made before
         # it, while the monitor was starting, are looked for once then.
-        if sample.active or self._first:
+        if (sample.active or self._first) and self.waiting():
             self._first = False
             with self._lock:  # one save at a time, even if a check overlaps
                 self._save()
@@ -63,9 +68,16 @@ class AutosavingFiles:
             self.saved.append(url)
 
 
-def autosaving(samplers: Sequence[Sampler], save: Save, when: float) -> list[Sampler]:
-    """``samplers`` with the workspace's file sampler saving the edits it sees."""
+def autosaving(
+    samplers: Sequence[Sampler], save: Save, when: float, state: SessionState
+) -> list[Sampler]:
+    """``samplers`` with the workspace's file sampler saving the edits it sees while the
+    session (its ``state``) waits for a person."""
+    def waiting() -> bool:
+        return state.state in (Phase.WAITING, Phase.WARNED)
+
     return [
-        AutosavingFiles(sampler, save, when) if isinstance(sampler, FileSampler) else sampler
+        AutosavingFiles(sampler, save, when, waiting) if isinstance(sampler, FileSampler)
+        else sampler
         for sampler in samplers
     ]

@@ -404,7 +404,7 @@ class Session:
             ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier
-        deps.samplers = autosaving(deps.samplers, self.save_edits, self.clock())
+        deps.samplers = autosaving(deps.samplers, self.save_edits, self.clock(), self.state)
         if self.peers is not None:
             deps.samplers.append(PeerSampler(self.peers, self.state.touch, self._record))
             if not self.leader:  # the leader warns the owner and deletes the pod
