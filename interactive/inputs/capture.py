@@ -174,12 +174,12 @@ def _write_arguments(
 
 def _with_objects(blob: bytes, sink: BufferSink, start: int) -> bytes:
     """In a Ray worker: ``blob`` (its buffers in ``sink`` from ``start``) with the
-    ObjectRefs nested in it saved with their objects (:mod:`interactive.ray.refs`);
+    ObjectRefs nested in it saved with their objects (:mod:`interactive.storage.objectrefs`);
     ``blob`` itself when it holds none. Raises when an object cannot be fetched."""
     ray = sys.modules.get("ray")
     if b"ObjectRef" not in blob or ray is None or not ray.is_initialized():
         return blob
-    from interactive.ray.refs import dumps_resolved
+    from interactive.storage.objectrefs import dumps_resolved
 
     buffers: list[pickle.PickleBuffer] = []
     resolved = dumps_resolved(pickles.loads(blob, sink.buffers[start:]), buffers.append)
