@@ -395,6 +395,8 @@ def test_one_session_per_bug_and_every_task_gets_the_fix(cluster: Cluster, tmp_p
         wait_until(lambda: "waits for its outcome" in driver.output(),
                    "a task waiting on the first one's session", 60, 0.2)
         assert len(driver.records()) == 1, "one bug, one session"
+        wait_until(lambda: "more task(s) hit this bug and wait" in driver.podcode("status"),
+                   "the session's status saying that tasks wait for its fix", 60, 1.0)
         workspace = Path(record["workspace"])
         assert workspace in cluster.copies(), "the IDE opens the node's working_dir copy"
         script = workspace / "driver.py"

@@ -18,6 +18,7 @@ from interactive import vscode
 from interactive.base.names import RAW_ATTRIBUTE
 from interactive.base.types import ExcInfo
 from interactive.ray.bugs import FAILED, FIXED, FULL, OPEN, WAIT, Board, bug_key
+from interactive.ray.waiters import NOTE, WaiterWatch
 from interactive.ray.worker import copy_of, in_copy, relocate
 from interactive.task.travel import Carried
 
@@ -51,6 +52,37 @@ def test_the_board_opens_one_session_and_hands_its_outcome_to_the_rest() -> None
     assert board.claim("bug", "pod-c")[0] == FIXED
     assert board.claim("bug", "pod-c", again=True) == (OPEN, None)  # the fix did not help
     assert board.sessions_opened() == 2
+
+
+def test_the_board_counts_who_waits_for_an_open_session() -> None:
+    board = Board()
+    board.claim("bug", "pod-a pid 1")
+    assert board.waiters("bug") == 0 and board.waiters("other") == 0
+    for who in ("pod-b pid 2", "pod-b pid 3", "pod-b pid 3"):  # a waiter asks again
+        board.claim("bug", who)
+    assert board.waiters("bug") == 2
+    board.settle("bug", FIXED, [])
+    assert board.waiters("bug") == 0  # settled: nobody waits any more
+
+
+def test_the_open_session_is_told_once_that_tasks_wait_for_it() -> None:
+    answers: list[object] = [RuntimeError("board busy"), 0, 3, 5]
+    notes: list[str] = []
+
+    def count() -> int:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return int(answer)  # type: ignore[call-overload]
+
+    watch = WaiterWatch(count, seconds=0.001)
+    watch.watch(notes.append)  # returns once it has said it
+    assert notes == [NOTE.format(count=3)] and answers == [5]
+    assert notes[0].startswith("3 more task(s) hit this bug and wait for this session")
+    stopped = WaiterWatch(lambda: 0, seconds=0.001)
+    stopped.stop()
+    stopped.watch(notes.append)  # a closed session: no more asking
+    assert len(notes) == 1
 
 
 def test_sessions_are_bounded_per_job_and_per_node_and_a_settled_bug_frees_its_place() -> None:

@@ -70,8 +70,9 @@ class Again:
         return workspace_for(self.ref, self.settings)
 
 
-OpenSession = Callable[[ExcInfo], Any]
-"""Opens the task's own session for a failure; the task's value once resumed."""
+OpenSession = Callable[..., Any]
+"""``open_session(excinfo, on_open=None)``: opens the task's own session for a failure
+(``on_open(session)`` once it is open); the task's value once resumed."""
 
 
 def bug_key(task: str, excinfo: ExcInfo) -> str:
@@ -91,6 +92,8 @@ class Bug:
     detail: Any = None
     node: str = ""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: set[str] = field(default_factory=set)
+    """Who waits for the open session's outcome."""
 
 
 class Board:
@@ -115,8 +118,14 @@ class Board:
             self.opened += 1
             return OPEN, None
         if bug.state == OPEN:
+            bug.waiting.add(who)
             return WAIT, bug.owner
         return bug.state, bug.detail
+
+    def waiters(self, key: str) -> int:
+        """How many tasks wait for the open session of ``key`` (0 once it is settled)."""
+        bug = self.bugs.get(key)
+        return len(bug.waiting) if bug is not None and bug.state == OPEN else 0
 
     def full(self, node: str, limits: tuple[int, int]) -> str | None:
         """Why no session may open now (a bound is reached), or None."""
@@ -239,14 +248,20 @@ def _where(call: Again) -> tuple[str, tuple[int, int]]:
 def _own_session(
     call: Again, excinfo: ExcInfo, open_session: OpenSession, shared: Any, key: str
 ) -> Any:
+    import ray
+
+    from interactive.ray.waiters import WATCH_SECONDS, WaiterWatch
     from interactive.storage.workspace import Snapshot
 
     base = Snapshot.take(call.workspace)
+    watch = WaiterWatch(lambda: ray.get(shared.waiters.remote(key), timeout=WATCH_SECONDS))
     try:
-        value = open_session(excinfo)
+        value = open_session(excinfo, on_open=watch.start)
     except BaseException as exc:
         shared.settle.remote(key, FAILED, f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        watch.stop()
     shared.settle.remote(key, FIXED, edits(base))
     return value
 

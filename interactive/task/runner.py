@@ -178,7 +178,8 @@ def _attempt(call: Call) -> Any:
         elif worker.in_worker():  # one session per bug across the job
             again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
                                preempt.check_alive)
-            return bugs.handle(again, excinfo, lambda failed: debug_session(call, failed))
+            return bugs.handle(again, excinfo, lambda failed, on_open=None: debug_session(
+                call, failed, on_open))
     return debug_session(call, excinfo)
 
 
@@ -224,8 +225,11 @@ def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, An
     return call.args, call.kwargs
 
 
-def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
-    """Open a session and serve it until the task succeeds, or abort/reap/preemption."""
+def debug_session(
+    call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None
+) -> Any:
+    """Open a session and serve it until the task succeeds, or abort/reap/preemption;
+    ``on_open(session)`` once it is open."""
     settle()
     if excinfo is not None and _loop_running():
         return _without_session(call, excinfo, RuntimeError(ON_LOOP))
@@ -237,6 +241,8 @@ def debug_session(call: Call, excinfo: ExcInfo | None) -> Any:
             session.open(excinfo, call.fn, call.args, call.kwargs, call.snapshot)
         except Exception as exc:
             return _without_session(call, excinfo, exc)
+        if on_open is not None:
+            on_open(session)
         _sync_checkpoints(call.ref)  # a retry in a new pod finds the last checkpoint
         try:
             value = _serve(call, session, excinfo)
