@@ -65,13 +65,13 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
             return install_cmd.run(rest, console)
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        if hasattr(args, "pod_required"):  # a verb about one session
-            if args.pod_required and args.pod is None and not args.ray:
-                parser.error(f"podcode {args.verb} needs the session's pod, or --ray NAME "
-                             "(its RayCluster or RayJob)")
+        if getattr(args, "ray", None):  # the pod named by its RayCluster or RayJob
             from interactive.cli.ray_target import resolve
 
-            resolve(args, console)
+            resolve(args, console)  # imports the Kubernetes client: only when asked for
+        elif getattr(args, "pod_required", False) and args.pod is None:
+            parser.error(f"podcode {args.verb} needs the session's pod, or --ray NAME "
+                         "(its RayCluster or RayJob)")
         return verb(args.verb)(args, console)
     except PodcodeError as exc:
         console.warn(str(exc))

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
-from interactive.kube.cluster import SessionInfo
 from interactive.kube.errors import NotFound, SessionEnded
+
+if TYPE_CHECKING:
+    from interactive.kube.cluster import SessionInfo
 
 NEEDS_A_PERSON = ("waiting", "warned")
 """States of a session that waits for someone: chosen over the others of the same job."""
@@ -47,9 +50,7 @@ def ray_pod(sessions: Sequence[SessionInfo], name: str, namespace: str) -> Sessi
 
 def resolve(args: argparse.Namespace, console: Console) -> None:
     """Turn ``--ray NAME`` into the pod (and namespace) it names, in ``args``."""
-    name = getattr(args, "ray", None)
-    if not name:
-        return
+    name = args.ray
     if args.pod is not None:
         raise CliError(f"name the pod ({args.pod}) or --ray {name}, not both", Exit.USAGE)
     from interactive.cli.target import connect
