@@ -67,6 +67,10 @@ async def test_fail_login_fix_resume_in_chromium(
         item = page.locator(".statusbar-item", has_text="podcode: waiting")
         await item.wait_for()
         assert "cleanup in" in await item.inner_text()
+        # the post-mortem attaches by itself; its debug view takes the focus when it opens,
+        # which would close a command palette opened before it: wait for it, as a person does
+        await page.locator(".debug-call-stack .monaco-list-row:has(.stack-frame)",
+                           has_text="middle").first.wait_for()
 
         job.write("helpers.py", FIXED)  # the engineer's fix
         ARTIFACTS.mkdir(exist_ok=True)
