@@ -177,7 +177,7 @@ def _with_objects(blob: bytes, sink: BufferSink, start: int) -> bytes:
     ObjectRefs nested in it saved with their objects (:mod:`interactive.storage.objectrefs`);
     ``blob`` itself when it holds none. Raises when an object cannot be fetched."""
     ray = sys.modules.get("ray")
-    if b"ObjectRef" not in blob or ray is None or not ray.is_initialized():
+    if ray is None or not ray.is_initialized() or b"ObjectRef" not in blob:
         return blob
     from interactive.storage.objectrefs import dumps_resolved
 

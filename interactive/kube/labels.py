@@ -22,12 +22,12 @@ ANN_HOME = "podcode.io/home"
 ANN_REAP_AT = "podcode.io/reap-at"
 ANN_IDLE_SINCE = "podcode.io/idle-since"
 ANN_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
+"""kubectl's own annotation: the container ``exec`` picks when none is named."""
 ANN_SESSIONS = "sessions.podcode.io/"
 """Prefix of one annotation per session open in the pod, ``sessions.podcode.io/<id>``:
 ``{"task": ..., "pid": ..., "ports": {...}}``. A pod that serves several sessions (a Ray
 node's workers, an asyncio fan-out) lists each; the ``podcode.io/*`` annotations hold the
 one written last."""
-"""kubectl's own annotation: the container ``exec`` picks when none is named."""
 RAY_CLUSTER = "ray.io/cluster"
 RAY_NODE_TYPE = "ray.io/node-type"
 RAY_ORIGIN_KIND = "ray.io/originated-from-crd"

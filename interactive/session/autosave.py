@@ -12,7 +12,6 @@ written while nobody edits.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -44,7 +43,6 @@ class AutosavingFiles:
     resume, what changes in the workspace is the task's output, not edits: not saved."""
     saved: list[str] = field(default_factory=list)
     """The URL of each save made (the last one is the session's draft)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _first: bool = field(default=True, repr=False)
 
     def sample(self, now: float) -> Sample:
@@ -53,8 +51,7 @@ class AutosavingFiles:
         # it, while the monitor was starting, are looked for once then.
         if (sample.active or self._first) and self.waiting():
             self._first = False
-            with self._lock:  # one save at a time, even if a check overlaps
-                self._save()
+            self._save()  # the monitor runs one check at a time: saves never overlap
         return sample
 
     def _save(self) -> None:

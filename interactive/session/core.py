@@ -444,7 +444,8 @@ class Session:
         from interactive.storage.store import open_store
 
         try:
-            return save_edits(self.snapshot, open_store(), self.task.name, when or self.clock()).url
+            when = self.clock() if when is None else when
+            return save_edits(self.snapshot, open_store(), self.task.name, when).url
         except Exception:
             log.exception("could not save the edits of %s", self.task.name)
             return None

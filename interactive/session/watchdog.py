@@ -274,6 +274,7 @@ async def until_ended(pid: int, poll_seconds: float) -> None:
     finally:
         os.close(fd)
 
+
 class Watchdog:
     """The session's handle on its watchdog process, which it keeps alive: a watchdog
     killed first (by hand, by an OOM kill of the wrong process) is started again at once,

@@ -85,7 +85,7 @@ def save_edits(snapshot: WorkspaceChanges, store: EditStore, task: str, when: fl
         else:
             store.put_file(f"{folder}/files/{Path(rel).as_posix()}", path)
             copied.append(rel)
-    patch = snapshot.diff(prefix=git_prefix(snapshot.root)).encode()
+    patch = snapshot.diff(changed, prefix=git_prefix(snapshot.root)).encode()
     store.put_bytes(f"{folder}/changes.diff", patch)
     store.put_bytes(f"{latest_patch(task)}", patch)
     manifest = _manifest(task, snapshot.root, when, copied, deleted, too_large)

@@ -173,13 +173,14 @@ def _attempt(call: Call) -> Any:
     if "ray" in sys.modules:
         from interactive.ray import bugs, worker
 
-        if worker.in_worker() and collective.in_group():
-            _join_pod()  # Ray Train's workers: ranks, each in a session, resumed together
-        elif worker.in_worker():  # one session per bug across the job
-            again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
-                               preempt.check_alive)
-            return bugs.handle(again, excinfo, lambda failed, on_open=None: debug_session(
-                call, failed, on_open))
+        if worker.in_worker():
+            if collective.in_group():  # Ray Train's workers: ranks, resumed together
+                _join_pod()
+            else:  # one session per bug across the job
+                again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
+                                   preempt.check_alive)
+                return bugs.handle(again, excinfo, lambda failed, on_open=None: debug_session(
+                    call, failed, on_open))
     return debug_session(call, excinfo)
 
 
