@@ -23,11 +23,8 @@ class FakePod:
     def set_state(self, state: str) -> None:
         self._record("state", state)
 
-    def set_reap_at(self, when: float | None) -> None:
-        self._record("reap_at", when)
-
-    def set_idle_since(self, when: float | None) -> None:
-        self._record("idle_since", when)
+    def set_idle(self, idle_since: float | None, reap_at: float | None) -> None:
+        self._record("idle", idle_since, reap_at)
 
     def event(self, reason: str, message: str, type: str = "Normal") -> None:
         self._record("event", reason, message)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +28,9 @@ RAY = str(Path(sys.executable).with_name("ray"))
 class Cluster:
     address: str
     temp: Path
+    """Ray's temp folder (short: Ray's socket paths must fit in 107 characters)."""
     dashboard: str | None = None
     """The jobs API (``ray job submit --address``), when the dashboard was started."""
-    """Ray's temp folder (short: Ray's socket paths must fit in 107 characters)."""
 
     def driver_env(self, **podcode: str) -> dict[str, str]:
         """A driver's environment: the cluster's address, and the PODCODE_* given."""
@@ -50,9 +50,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _listening(port: int) -> bool:
+def _listening(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+        return probe.connect_ex((host, port)) == 0
 
 
 @contextmanager
@@ -61,32 +61,52 @@ def ray_cluster(cpus: int = 4, dashboard: bool = False) -> Iterator[Cluster]:
     port, jobs = _free_port(), _free_port()
     serving = (["--include-dashboard=true", "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={jobs}"] if dashboard else ["--include-dashboard=false"])
+    with _ray(["--head", f"--port={port}", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
+               *serving], temp, [port, jobs] if dashboard else [port], "Ray's head"):
+        yield Cluster(f"127.0.0.1:{port}", temp,
+                      f"http://127.0.0.1:{jobs}" if dashboard else None)
+
+
+@contextmanager
+def ray_node(cluster: Cluster, ip: str, resources: str) -> Iterator[Cluster]:
+    """A second node joined with ``ray start --address``, as a second pod's: an address of
+    its own (``ip``, another loopback address) and a temp folder of its own, so its
+    working_dir copies are its own. It has no CPU: only tasks that ask for one of its
+    ``resources`` (JSON) run there. The node's view of the cluster comes back."""
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    port = _free_port()
+    with _ray([f"--address={cluster.address}", "--num-cpus=0", f"--resources={resources}",
+               f"--node-ip-address={ip}", f"--node-manager-port={port}"], temp, [], "Ray's node",
+              listening=lambda: _listening(port, ip)):
+        yield Cluster(cluster.address, temp)
+
+
+@contextmanager
+def _ray(args: list[str], temp: Path, ports: list[int], what: str,
+         listening: Callable[[], bool] | None = None) -> Iterator[None]:
+    """``ray start --block ARGS`` in a process group of its own, until it listens."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PODCODE_")}
     env.pop("KUBERNETES_SERVICE_HOST", None)
     env["RAY_TMPDIR"] = str(temp)
-    head = subprocess.Popen(
-        [RAY, "start", "--head", "--block", f"--port={port}", f"--num-cpus={cpus}",
-         "--node-ip-address=127.0.0.1", *serving, "--disable-usage-stats",
-         f"--temp-dir={temp}"],
+    started = subprocess.Popen(
+        [RAY, "start", "--block", *args, "--disable-usage-stats", f"--temp-dir={temp}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
+    ready = listening or (lambda: all(map(_listening, ports)))
     try:
-        wanted = [port, jobs] if dashboard else [port]
-        wait_until(lambda: all(map(_listening, wanted)) or head.poll() is not None,
-                   "Ray's head", 120)
-        if head.poll() is not None:
-            raise RuntimeError(f"ray start exited with {head.returncode}")
-        time.sleep(1.0)  # the raylet registers after the GCS listens
-        yield Cluster(f"127.0.0.1:{port}", temp,
-                      f"http://127.0.0.1:{jobs}" if dashboard else None)
+        wait_until(lambda: ready() or started.poll() is not None, what, 120)
+        if started.poll() is not None:
+            raise RuntimeError(f"ray start exited with {started.returncode}")
+        time.sleep(1.0)  # the raylet registers after it listens
+        yield
     finally:
-        family = [head.pid, *(p.pid for p in _descendants(head.pid))]
-        os.killpg(head.pid, signal.SIGTERM)
+        family = [started.pid, *(p.pid for p in _descendants(started.pid))]
+        os.killpg(started.pid, signal.SIGTERM)
         try:
-            head.wait(5)
+            started.wait(5)
         except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(30)
+            os.killpg(started.pid, signal.SIGKILL)
+            started.wait(30)
         for pid in family:  # workers that left the group
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

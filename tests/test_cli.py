@@ -84,6 +84,29 @@ def test_list_counts_the_sessions_of_a_pod(fake_kube: FakeKube, console: Console
                                            "ports": {"control": 8091}}}
 
 
+def test_list_shows_the_cleanup_of_the_pods_session_cleaned_up_first(
+    fake_kube: FakeKube, console: Console
+) -> None:
+    """Two sessions of one Ray pod were warned at different times: each has its own idle
+    and cleanup times; the row shows the one cleaned up first (not the last one written)."""
+    times = {11: ("2027-01-15T07:20:00Z", "2027-01-15T08:10:00Z"),
+             12: ("2027-01-15T07:55:00Z", "2027-01-15T08:45:00Z")}
+    sessions = {f"sessions.podcode.io/{pid}-1": json.dumps(
+        {"task": f"jobs.t{pid}", "pid": pid, "idle_since": idle, "reap_at": reap})
+        for pid, (idle, reap) in times.items()}
+    sessions["sessions.podcode.io/13-1"] = json.dumps({"task": "jobs.t13", "pid": 13})
+    fake_kube.session_pod("ray-worker-a", state="warned", extra_annotations={
+        **sessions, "podcode.io/idle-since": times[12][0], "podcode.io/reap-at": times[12][1]})
+    assert run(["list"], console) == Exit.OK
+    assert output(console).splitlines()[1].split()[-3:] == ["40m", "in", "10m"]
+    console.out.seek(0)
+    console.out.truncate()
+    assert run(["list", "-o", "json"], console) == Exit.OK
+    (listed,) = json.loads(output(console))
+    assert (listed["idle_since"], listed["reap_at"]) == times[11]
+    assert listed["sessions"]["12-1"]["reap_at"] == times[12][1]
+
+
 def test_list_all_namespaces_as_json(fake_kube: FakeKube, console: Console) -> None:
     fake_kube.session_pod("train-a")
     fake_kube.session_pod("train-b", "other", state="done")

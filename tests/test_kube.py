@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,18 +79,27 @@ def test_mark_session_keeps_the_users_owner_when_none_given(
 
 
 def test_state_reap_at_and_idle_since(pod: PodClient, fake_kube: FakeKube) -> None:
+    """Warned: the pod's annotations and the session's own say when it went idle and when
+    it is cleaned up (a pod that holds several sessions shows each one's); cleared after."""
+    pod.mark_session(task="t", state="waiting", owner=None, ports=PORTS, home="/h",
+                     session="7-1")
+    own = "sessions.podcode.io/7-1"
     pod.set_state("warned")
-    pod.set_reap_at(1_700_000_000.0)
-    pod.set_idle_since(1_699_999_000.0)
+    patches = len([r for r in fake_kube.requests if r.method == "PATCH"])
+    pod.set_idle(1_699_999_000.0, 1_700_000_000.0)
+    assert len([r for r in fake_kube.requests if r.method == "PATCH"]) == patches + 1
     meta = fake_kube.pod("train-0", "ml")["metadata"]  # type: ignore[index]
     assert meta["labels"]["podcode.io/state"] == "warned"
     assert meta["annotations"]["podcode.io/reap-at"] == "2023-11-14T22:13:20Z"
     assert parse_rfc3339(meta["annotations"]["podcode.io/idle-since"]) == 1_699_999_000.0
-    pod.set_reap_at(None)
-    pod.set_idle_since(None)
+    assert json.loads(meta["annotations"][own]) == {
+        "task": "t", "pid": os.getpid(), "ports": PORTS,
+        "idle_since": "2023-11-14T21:56:40Z", "reap_at": "2023-11-14T22:13:20Z"}
+    pod.set_idle(None, None)
     annotations = fake_kube.pod("train-0", "ml")["metadata"]["annotations"]  # type: ignore[index]
     assert "podcode.io/reap-at" not in annotations
     assert "podcode.io/idle-since" not in annotations
+    assert json.loads(annotations[own]) == {"task": "t", "pid": os.getpid(), "ports": PORTS}
 
 
 def test_events_carry_reason_type_and_message(pod: PodClient, fake_kube: FakeKube) -> None:
@@ -118,7 +128,7 @@ def test_refusals_are_logged_once_and_never_raise(
     with caplog.at_level(logging.WARNING, logger="interactive.kube.pod"):
         pod.set_state("warned")
         pod.set_state("reaping")
-        pod.set_reap_at(1.0)
+        pod.set_idle(None, 1.0)
         assert pod.delete() is False
     warnings = [r.getMessage() for r in caplog.records]
     assert len([w for w in warnings if "patch pods in namespace ml" in w]) == 1

@@ -121,9 +121,9 @@ async def test_idle_session_is_warned_then_reaped(harness: Harness) -> None:
     assert mail.pod == "ml/train-abc" and mail.task == "train.fit"
     assert mail.keepalive_command == "podcode keepalive train-abc -n ml"
     calls = harness.pod.calls
-    assert calls[:3] == [("reap_at", 1130.0), ("idle_since", 1000.0), ("state", "warned")]
-    assert calls[3][:2] == ("event", "PodcodeIdleWarning")
-    assert "podcode keepalive train-abc -n ml" in calls[3][2]
+    assert calls[:2] == [("idle", 1000.0, 1130.0), ("state", "warned")]
+    assert calls[2][:2] == ("event", "PodcodeIdleWarning")
+    assert "podcode keepalive train-abc -n ml" in calls[2][2]
     assert calls[-1] == ("state", "reaping")
     assert harness.sampler.closed
 
@@ -140,7 +140,7 @@ async def test_activity_after_the_warning_cancels_it(harness: Harness) -> None:
     # active last at the 1120 poll: warned again at 1220, reaped at 1250
     assert harness.reaped_at == [1250.0]
     assert [m.sent_at for m in harness.notifier.warnings] == [1100.0, 1220.0]
-    assert ("reap_at", None) in harness.pod.calls
+    assert ("idle", None, None) in harness.pod.calls
     assert ("state", "waiting") in harness.pod.calls
 
 
@@ -216,7 +216,7 @@ async def test_failures_are_logged_and_the_monitor_goes_on(
     assert harness.reaped_at == [1130.0]
     assert broken.calls > 5
     assert len([r for r in caplog.records if "BrokenSampler failed" in r.getMessage()]) == 1
-    assert any("pod.set_reap_at failed" in r.getMessage() for r in caplog.records)
+    assert any("pod.set_idle failed" in r.getMessage() for r in caplog.records)
     assert len(harness.notifier.warnings) == 1
 
 

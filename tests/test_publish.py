@@ -58,8 +58,9 @@ class FakePod:
         if session:
             self.sessions[session] = task
 
-    def forget_session(self, session: str) -> None:
+    def end_session(self, session: str, state: str) -> None:
         self.sessions.pop(session, None)
+        self.calls.append(("end", state))
 
     def set_state(self, state: str) -> None:
         self.release.wait(30)
@@ -97,8 +98,10 @@ def test_a_phase_change_labels_the_pod_and_writes_session_json(
     for path in (record.session_dir(tmp_path) / "session.json", tmp_path / "session.json"):
         assert json.loads(path.read_text())["state"] == "running"
 
+    patches = len([r for r in fake_kube.requests if r.method == "PATCH"])
     publisher.finish(SessionRecord(Phase.DONE, task="m.fit", workspace="/src",
                                    **process_identity()))
+    assert len([r for r in fake_kube.requests if r.method == "PATCH"]) == patches + 1
     labels = fake_kube.pod("train-0", "ml")["metadata"]["labels"]  # type: ignore[index]
     assert labels["podcode.io/state"] == "done"
     annotations = fake_kube.pod("train-0", "ml")["metadata"]["annotations"]  # type: ignore[index]
@@ -168,6 +171,9 @@ def test_a_failing_pod_is_logged_and_never_stops_the_session(
         def set_state(self, state: str) -> Any:
             raise RuntimeError("API down")
 
+        def end_session(self, session: str, state: str) -> Any:
+            raise RuntimeError("API down")
+
     publisher = Publisher(loop, home=tmp_path, base_home=tmp_path, leader=True)
     loop.call(publisher.mark_pod(BrokenPod(), task="m.fit", owner=None, ports=PORTS))
     publisher.publish(lambda: serving(Phase.WAITING))
@@ -201,8 +207,8 @@ def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_per
     first.close()
     first.finish(SessionRecord(Phase.FAILED, task="m.fit", **process_identity()))
     assert pod.calls == [("mark", "waiting"), ("mark", "waiting"), ("state", "waiting"),
-                         ("state", "waiting"), ("state", "waiting"), ("state", "resuming"),
-                         ("state", "failed")]
+                         ("state", "waiting"), ("end", "waiting"), ("state", "resuming"),
+                         ("end", "failed")]
 
 
 def test_a_worker_whose_session_ends_leaves_a_shared_pod_marked_for_anothers_waiting(
@@ -231,7 +237,7 @@ def test_a_worker_whose_session_ends_leaves_a_shared_pod_marked_for_anothers_wai
         ours.publish(lambda: serving(Phase.RESUMING))
         ours.close()
         ours.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
-        assert pod.calls[-1] == ("state", "waiting"), pod.calls  # the other still waits
+        assert pod.calls[-1] == ("end", "waiting"), pod.calls  # the other still waits
         other.kill()
         other.wait(10)
         again = Publisher(loop, home=tmp_path, base_home=tmp_path, leader=True)
@@ -239,7 +245,7 @@ def test_a_worker_whose_session_ends_leaves_a_shared_pod_marked_for_anothers_wai
         loop.call(again.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
         again.close()
         again.finish(SessionRecord(Phase.DONE, task="m.fit", **process_identity()))
-        assert pod.calls[-1] == ("state", "done"), "a gone worker's record does not count"
+        assert pod.calls[-1] == ("end", "done"), "a gone worker's record does not count"
     finally:
         other.kill()
         other.wait(10)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.ray_cluster import Cluster, ray_cluster
+from tests.ray_cluster import Cluster, ray_cluster, ray_node
 from tests.waiting import wait_until
 
 pytest.importorskip("ray")
@@ -281,6 +281,19 @@ if __name__ == "__main__":
     print("RESULT", ray.get(score.remote(batch)), flush=True)
 """
 """A task whose argument holds an ObjectRef (Ray resolves only top-level ones)."""
+
+
+TWO_NODES = MAP.replace("""    ray.init(runtime_env={"working_dir": "."})
+    print("RESULT", ray.get([work.remote(x) for x in (1, 0, 0, 0)]), flush=True)
+""", """    ray.init(runtime_env={"working_dir": "."})
+    there = work.options(num_cpus=0, resources={"second": 1}).remote(0)
+    while not waiting(os.environ["PODCODE_HOME"]):
+        time.sleep(0.2)
+    here = [work.remote(x) for x in (1, 0)]
+    print("RESULT", ray.get([there, *here]), flush=True)
+""").replace("import ray\n", "import glob, json, os, time\nimport ray\n", 1).replace(
+    "\n\nif __name__", f"\n\n{WAITING}\n\nif __name__", 1)
+"""MAP on two nodes: the bug is hit first on the second node, then on the head."""
 
 DEBUG_AGAIN = """\
 import ray
@@ -605,3 +618,32 @@ def test_an_objectref_inside_an_argument_is_saved_with_its_object(
     finally:
         driver.stop()
     assert "LOADED ObjectRef [1.0, 2.0, 3.0] 0" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_bug_hit_on_two_nodes_opens_one_session_and_the_fix_reaches_both_copies(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """A second node joins with ``ray start --address`` (an address and a temp folder of its
+    own, as a second pod). The bug is hit there first: the session opens in that node's
+    working_dir copy. A task on the head hits it next and waits; the engineer's fix goes
+    into the head's own copy too, and every task returns the fixed value."""
+    with ray_node(cluster, "127.0.0.2", '{"second": 2}') as second:
+        driver = Driver(cluster, tmp_path, {"driver.py": TWO_NODES, "helpers.py": HELPERS})
+        try:
+            workspace = Path(driver.session()["workspace"])
+            assert workspace in second.copies(), "the IDE opens the second node's copy"
+            wait_until(lambda: "waits for its outcome" in driver.output(),
+                       "the head's task waiting on the second node's session", 120, 0.2)
+            script = workspace / "driver.py"
+            script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
+            said = driver.podcode("resume")
+            output = driver.finish()
+        finally:
+            driver.stop()
+        head_copies = [copy for copy in cluster.copies() if (copy / "driver.py").is_file()
+                       and "there = work" in (copy / "driver.py").read_text()]
+    assert "__main__.share" in said, said
+    assert "RESULT [13.0, 23.0, 13.0]" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert head_copies and all("12 / (x or 4)" in (copy / "driver.py").read_text()
+                               for copy in head_copies), "the fix, in the head's copy too"

@@ -24,20 +24,22 @@ def row(info: SessionInfo, now: float, ray: bool = False) -> tuple[str, ...]:
     task = info.task or "-"
     if len(info.sessions) > 1:  # several sessions in the pod: attach asks which
         task += f" (+{len(info.sessions) - 1} more)"
+    idle_since, reap_at = info.cleanup()
     cells = (
         info.pod, info.namespace, info.state or "-", task, info.owner or "-",
-        since(info.idle_since, now), until(info.reap_at, now),
+        since(idle_since, now), until(reap_at, now),
     )
     return (*cells, info.ray or "-") if ray else cells
 
 
 def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
+    idle_since, reap_at = info.cleanup()
     return {
         "pod": info.pod, "namespace": info.namespace, "state": info.state, "task": info.task,
         "owner": info.owner, "phase": info.phase,
-        "idle_since": iso(info.idle_since),
-        "idle_seconds": None if info.idle_since is None else round(now - info.idle_since),
-        "reap_at": iso(info.reap_at), "ports": dict(info.ports), "ray": info.ray,
+        "idle_since": iso(idle_since),
+        "idle_seconds": None if idle_since is None else round(now - idle_since),
+        "reap_at": iso(reap_at), "ports": dict(info.ports), "ray": info.ray,
         "sessions": {name: dict(data) for name, data in info.sessions.items()},
     }
 

@@ -227,8 +227,7 @@ class _Monitor:
         if state.state != "warned":
             self.before_warning = state.state
         state.set(state="warned", reap_at=warning.reap_at)
-        await self.pod_call("set_reap_at", warning.reap_at)
-        await self.pod_call("set_idle_since", warning.idle_since)
+        await self.pod_call("set_idle", warning.idle_since, warning.reap_at)
         await self.pod_call("set_state", "warned")
         await self.pod_call(
             "event", "PodcodeIdleWarning",
@@ -251,8 +250,7 @@ class _Monitor:
         if self.state.state == "warned":
             self.state.set(state=self.before_warning)
         self.state.set(reap_at=None)
-        await self.pod_call("set_reap_at", None)
-        await self.pod_call("set_idle_since", None)
+        await self.pod_call("set_idle", None, None)
         await self.pod_call("set_state", self.state.state)
 
     async def pod_call(self, method: str, *args: Any) -> None:

@@ -97,8 +97,28 @@ class SessionInfo:
     def ended(self) -> bool:
         return self.state in ENDED or self.phase in ("Succeeded", "Failed")
 
+    def cleanup(self) -> tuple[float | None, float | None]:
+        """``(idle since, cleanup at)`` of the pod's session cleaned up first: each session
+        of a pod that holds several has its own (in its annotation); the pod's, for a pod
+        whose podcode predates them. ``(None, None)``: no session is warned."""
+        if not self.sessions:
+            return self.idle_since, self.reap_at
+        warned = []
+        for data in self.sessions.values():
+            reap_at = parse_rfc3339(_text(data.get("reap_at")))
+            if reap_at is not None:
+                warned.append((reap_at, parse_rfc3339(_text(data.get("idle_since")))))
+        if not warned:
+            return None, None
+        reap_at, idle_since = min(warned, key=lambda pair: pair[0])
+        return idle_since, reap_at
+
     def container(self, wanted: str | None = None) -> str | None:
         return wanted or self.default_container or (self.containers[0] if self.containers else None)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _ports(raw: str | None) -> dict[str, int]:

@@ -64,6 +64,8 @@ class PodClient:
         self._uid_tried = False
         self.problems: list[str] = []
         """Each distinct refusal, in words (for the session's notes)."""
+        self._session: tuple[str, dict[str, Any]] | None = None
+        """The session marked by this client, and its own annotation's data."""
 
     @classmethod
     def discover(
@@ -115,8 +117,8 @@ class PodClient:
             ANN_HOME: home,
         }
         if session:
-            annotations[ANN_SESSIONS + session] = json.dumps(
-                {"task": task, "pid": os.getpid(), "ports": dict(ports)}, sort_keys=True)
+            self._session = (session, {"task": task, "pid": os.getpid(), "ports": dict(ports)})
+            annotations[ANN_SESSIONS + session] = json.dumps(self._session[1], sort_keys=True)
         if owner:
             annotations[ANN_OWNER] = owner
         labels = {LABEL_SESSION: "true", LABEL_STATE: state}
@@ -130,15 +132,27 @@ class PodClient:
     def set_state(self, state: str) -> None:
         self._patch({"metadata": {"labels": {LABEL_STATE: state}}})
 
-    def forget_session(self, session: str) -> None:
-        """The session ``session`` closed: its own annotation goes."""
-        self._annotate(ANN_SESSIONS + session, None)
+    def end_session(self, session: str, state: str) -> None:
+        """The session ``session`` closed: the pod's label says ``state`` and the session's
+        own annotation goes, in one patch (never one without the other)."""
+        self._patch({"metadata": {"labels": {LABEL_STATE: state},
+                                  "annotations": {ANN_SESSIONS + session: None}}})
 
-    def set_reap_at(self, when: float | None) -> None:
-        self._annotate(ANN_REAP_AT, None if when is None else rfc3339(when))
-
-    def set_idle_since(self, when: float | None) -> None:
-        self._annotate(ANN_IDLE_SINCE, None if when is None else rfc3339(when))
+    def set_idle(self, idle_since: float | None, reap_at: float | None) -> None:
+        """Idle since, and cleanup at (None, None: not warned), in one patch: the pod's
+        annotations, and the marked session's own (a pod that holds several sessions
+        shows each one's)."""
+        when = {"idle_since": None if idle_since is None else rfc3339(idle_since),
+                "reap_at": None if reap_at is None else rfc3339(reap_at)}
+        annotations: dict[str, str | None] = {
+            ANN_IDLE_SINCE: when["idle_since"], ANN_REAP_AT: when["reap_at"]}
+        if self._session is not None:
+            session, data = self._session
+            data = {**{k: v for k, v in data.items() if k not in when},
+                    **{k: v for k, v in when.items() if v is not None}}
+            self._session = (session, data)
+            annotations[ANN_SESSIONS + session] = json.dumps(data, sort_keys=True)
+        self._patch({"metadata": {"annotations": annotations}})
 
     def event(self, reason: str, message: str, type: str = "Normal") -> None:
         """Record a Kubernetes event on this pod (``kubectl describe pod`` shows it)."""
@@ -180,9 +194,6 @@ class PodClient:
         return ok
 
     # --- plumbing -----------------------------------------------------------------------------
-
-    def _annotate(self, key: str, value: str | None) -> None:
-        self._patch({"metadata": {"annotations": {key: value}}})
 
     def _patch(self, body: dict[str, Any]) -> None:
         self._call("patch", "pods", self._api.patch_namespaced_pod, self.name, self.namespace, body)

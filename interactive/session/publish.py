@@ -53,7 +53,7 @@ class MarkedPod(Protocol):
 
     def set_state(self, state: str) -> Any: ...
 
-    def forget_session(self, session: str) -> Any: ...
+    def end_session(self, session: str, state: str) -> Any: ...
 
 
 PRECEDENCE = (Phase.WAITING, Phase.WARNED, Phase.REAPING, Phase.RESUMING, Phase.RUNNING,
@@ -188,8 +188,7 @@ class Publisher:
             label = _label_for(self, None) or str(final.state)  # the others', if open
             if self.pod is not None:
                 try:
-                    self.pod.set_state(label)
-                    self.pod.forget_session(self._name())
+                    self.pod.end_session(self._name(), label)
                 except Exception:
                     log.exception("publishing the session: could not label the pod %s", label)
             if self.recorded:
