@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
+from server_bootstrap.builtins import SKIPPED, builtin_folder, product_root
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
 from server_bootstrap.process import terminate_tree, tree_members
@@ -123,8 +124,10 @@ def command_line(
     auth: str,
     config: Path | None = None,
     login_strings: Path | None = None,
+    builtins: Path | None = None,
 ) -> list[str]:
-    """code-server's argument list (the password is not in it: it is in ``config``)."""
+    """code-server's argument list (the password is not in it: it is in ``config``);
+    ``builtins``: its built-in extensions (:mod:`server_bootstrap.builtins`)."""
     return [
         str(binary),
         "--config", str(config or data_dir / "config.yaml"),
@@ -133,6 +136,7 @@ def command_line(
         "--user-data-dir", str(data_dir / "user-data"),
         "--extensions-dir", str(data_dir / "extensions"),
         *(["--i18n", str(login_strings)] if login_strings is not None else []),
+        *(["--builtin-extensions-dir", str(builtins)] if builtins is not None else []),
         "--disable-telemetry",
         "--disable-update-check",
         "--disable-workspace-trust",
@@ -185,25 +189,14 @@ def write_private(path: Path, text: str) -> None:
 
 
 def takes_login_strings(binary: Path) -> bool:
-    """Whether this code-server has the ``--i18n`` option (custom login-page strings).
-
-    Read from its CLI module beside the binary (release tarball, npm or podcode's own
-    install, distribution packages); False when it cannot be found.
-    """
+    """Whether this code-server has the ``--i18n`` option (custom login-page strings),
+    read from its CLI module; False when it cannot be found."""
+    root = product_root(binary)
     try:
-        resolved = binary.resolve()
+        text = (root / "out" / "node" / "cli.js").read_bytes() if root else b""
     except OSError:
         return False
-    layouts = ("out/node/cli.js", "lib/node_modules/code-server/out/node/cli.js",
-               "lib/code-server/out/node/cli.js", "cli.js")
-    for folder in list(resolved.parents)[:3]:
-        for layout in layouts:
-            try:
-                text = (folder / layout).read_bytes()
-            except OSError:
-                continue
-            return bool(_I18N_OPTION.search(text))
-    return False
+    return bool(_I18N_OPTION.search(text))
 
 
 def write_user_settings(path: Path, defaults: Mapping[str, object] = USER_SETTINGS) -> None:
@@ -241,8 +234,11 @@ class CodeServer:
         restart_delay: float = 1.0,
         stop_grace: float = 5.0,
         marker: str | None = None,
+        skip_builtins: frozenset[str] = SKIPPED,
     ) -> None:
         self.binary = binary
+        self.skip_builtins = skip_builtins
+        """code-server's built-in extensions this session does not load."""
         self.workspace = workspace
         self.bind = bind
         self.port = port
@@ -263,6 +259,7 @@ class CodeServer:
         self._config = data_dir / f"config-{self._marker}.yaml"
         """Holds the password's hash while code-server starts; removed once it listens."""
         self._login_strings: Path | None = None
+        self._builtins: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
         self._listening: asyncio.Future[int] | None = None
@@ -310,6 +307,8 @@ class CodeServer:
             self._login_strings = self.data_dir / "login-strings.json"
             write_private(self._login_strings, json.dumps({"LOGIN_PASSWORD": LOGIN_HINT}))
         write_user_settings(self.data_dir / "user-data" / "User" / "settings.json")
+        self._builtins = builtin_folder(self.binary, self.data_dir / "builtin-extensions",
+                                        self.skip_builtins)
         if self.companion:
             install_companion(self.data_dir / "extensions")
         if self.extensions:
@@ -320,7 +319,8 @@ class CodeServer:
         self._tail.clear()
         args = command_line(self.binary, workspace=self.workspace, bind=self.bind,
                             port=self.port, data_dir=self.data_dir, auth=self.auth,
-                            config=self._config, login_strings=self._login_strings)
+                            config=self._config, login_strings=self._login_strings,
+                            builtins=self._builtins)
         env = child_environ(os.environ, self._env, self._marker)
         # code-server reads its config once, in its launcher, which hands the settings to
         # the server it forks (and to any relaunch): the file is needed only until it listens.

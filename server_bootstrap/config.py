@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server_bootstrap.builtins import SKIPPED
 from server_bootstrap.errors import ConfigError
 
 DEFAULT_VERSION = "4.139.1"
@@ -54,6 +55,9 @@ class CodeServerConfig:
     method: str = "auto"
     """PODCODE_CODE_SERVER_METHOD: ``auto`` (tarball when a URL or sha256 is set, else npm),
     ``tarball`` or ``npm``."""
+    skip_builtins: frozenset[str] = SKIPPED
+    """PODCODE_CODE_SERVER_SKIP_BUILTINS: code-server's built-in extensions (folder names,
+    comma-separated) a session does not load; ``none``: load them all."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> CodeServerConfig:
@@ -66,6 +70,7 @@ class CodeServerConfig:
             tarball_url=env.get("PODCODE_CODE_SERVER_URL") or None,
             sha256=_sha256(env.get("PODCODE_CODE_SERVER_SHA256") or None),
             method=_method(env.get("PODCODE_CODE_SERVER_METHOD") or "auto"),
+            skip_builtins=_names(env.get("PODCODE_CODE_SERVER_SKIP_BUILTINS")),
         )
 
     def resolved_method(self) -> str:
@@ -85,6 +90,14 @@ class CodeServerConfig:
 def _path(env: Mapping[str, str], name: str) -> Path | None:
     raw = env.get(name)
     return Path(raw).expanduser() if raw else None
+
+
+def _names(value: str | None) -> frozenset[str]:
+    if value is None or not value.strip():
+        return SKIPPED
+    if value.strip().lower() == "none":
+        return frozenset()
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
 def _version(value: str) -> str:

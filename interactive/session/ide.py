@@ -84,6 +84,7 @@ async def start_ide(
                     extensions=list(editor.extensions),
                     companion=True,
                     marker=session,  # the watchdog ends every process carrying it
+                    skip_builtins=config.skip_builtins,
                 )
                 try:
                     await server.start(spawned=launching)

@@ -1,0 +1,80 @@
+"""Where code-server's own files are, and the built-in extensions a session loads.
+
+Some of code-server's built-in extensions cost a session time on the way to the failed
+frame and serve no Python debugging (measured with two cores, see docs/performance.md):
+
+- GitHub Copilot: 41 MB, with the largest manifest of all (200 kB of commands, settings
+  and views). A session turns its AI features off (``chat.disableAIFeatures``) and a pod
+  has no GitHub login to give it, yet every window scans, localises and registers that
+  manifest before the extension host can start: about 1 s;
+- the JSON language features and what comes with them (settings and launch.json
+  completions, npm scripts, extension manifests): the session's ``.vscode/launch.json``
+  makes the window activate them first, and they hold up the extension host (and the
+  companion that starts the post-mortem) by 0.3 to 0.5 s, with a JSON language server
+  process besides. JSON files keep their colours (the ``json`` grammar stays);
+- Emmet (HTML and CSS abbreviations), activated for every language.
+
+code-server cannot be told to skip one built-in (it refuses ``--disable-extension``), but
+it takes ``--builtin-extensions-dir``: the session gives it a folder of links to its
+built-ins, less those skipped (``PODCODE_CODE_SERVER_SKIP_BUILTINS``, default
+:data:`SKIPPED`). The install itself is never changed (it may be shared, or read-only in
+an image).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SKIPPED = frozenset({"copilot", "json-language-features", "configuration-editing", "npm",
+                     "extension-editing", "emmet"})
+"""Built-in extensions (folder names) a session does not load, unless told otherwise."""
+LAYOUTS = ("", "lib/node_modules/code-server", "lib/code-server")
+"""Where code-server's own folder (``out/node/cli.js``) lies under a folder above its
+binary: a release tarball, the npm package (podcode's own install), distribution
+packages."""
+
+
+def product_root(binary: Path) -> Path | None:
+    """code-server's own folder for ``binary`` (the one with ``out/node/cli.js``), or None
+    when it cannot be found."""
+    try:
+        resolved = binary.resolve()
+    except OSError:
+        return None
+    for folder in list(resolved.parents)[:3]:
+        if folder.parts[-2:] == ("out", "node") and (folder / "cli.js").is_file():
+            return folder.parent.parent  # the binary is code-server's own entry script
+        for layout in LAYOUTS:
+            root = folder / layout if layout else folder
+            if (root / "out" / "node" / "cli.js").is_file():
+                return root
+    return None
+
+
+def builtin_folder(binary: Path, into: Path, skipped: frozenset[str] = SKIPPED) -> Path | None:
+    """A folder at ``into`` of links to every entry of ``binary``'s built-in extensions
+    folder but ``skipped`` (for ``--builtin-extensions-dir``); None when there is nothing
+    to skip, or the folder cannot be found or made (code-server then loads its own)."""
+    root = product_root(binary)
+    source = root / "lib" / "vscode" / "extensions" if root else None
+    if source is None or not source.is_dir():
+        return None
+    try:
+        entries = sorted(os.listdir(source))
+        if not skipped.intersection(entries):
+            return None
+        shutil.rmtree(into, ignore_errors=True)
+        into.mkdir(parents=True, mode=0o700)
+        for name in entries:
+            if name not in skipped:
+                (into / name).symlink_to(source / name)
+    except OSError as exc:
+        log.warning("code-server loads all its built-in extensions: cannot link them in %s "
+                    "(%s)", into, exc)
+        return None
+    return into

@@ -1,0 +1,96 @@
+"""The built-in extensions a session's code-server loads: its own, less the skipped ones,
+through a folder of links (the install itself is never changed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from server_bootstrap.builtins import SKIPPED, builtin_folder, product_root
+from server_bootstrap.codeserver import CodeServer
+from server_bootstrap.config import CodeServerConfig
+from tests.codeserver_fixture import code_server_processes
+
+NPM_LAYOUT = "lib/node_modules/code-server"
+
+
+def _install(root: Path, layout: str, extensions: list[str]) -> Path:
+    """A code-server install under ``root`` (the ``layout`` of its own folder): its binary."""
+    own = root / layout if layout else root
+    (own / "out" / "node").mkdir(parents=True)
+    (own / "out" / "node" / "cli.js").write_text("// cli\n")
+    for name in extensions:
+        (own / "lib" / "vscode" / "extensions" / name).mkdir(parents=True)
+        (own / "lib" / "vscode" / "extensions" / name / "package.json").write_text("{}")
+    binary = root / "bin" / "code-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    return binary
+
+
+@pytest.mark.parametrize("layout", ["", NPM_LAYOUT, "lib/code-server"])
+def test_links_every_builtin_but_the_skipped_ones(tmp_path: Path, layout: str) -> None:
+    binary = _install(tmp_path / "cs", layout, ["python", "git", "copilot", "node_modules"])
+    folder = builtin_folder(binary, tmp_path / "session" / "builtins")
+    assert folder == tmp_path / "session" / "builtins"
+    own = product_root(binary)
+    assert own == (tmp_path / "cs" / layout if layout else tmp_path / "cs")
+    assert sorted(p.name for p in folder.iterdir()) == ["git", "node_modules", "python"]
+    assert (folder / "python").resolve() == own / "lib" / "vscode" / "extensions" / "python"
+    assert (own / "lib" / "vscode" / "extensions" / "copilot").is_dir(), "the install is kept"
+    again = builtin_folder(binary, folder, frozenset({"git"}))  # made again, as told now
+    assert again is not None and sorted(p.name for p in again.iterdir()) == [
+        "copilot", "node_modules", "python"]
+
+
+def test_nothing_to_skip_or_no_install_found_leaves_code_servers_own(tmp_path: Path) -> None:
+    binary = _install(tmp_path / "cs", "", ["python", "git"])
+    assert builtin_folder(binary, tmp_path / "b") is None  # none of SKIPPED is there
+    assert builtin_folder(binary, tmp_path / "b", frozenset()) is None
+    assert not (tmp_path / "b").exists()
+    lone = tmp_path / "elsewhere" / "code-server"
+    lone.parent.mkdir()
+    lone.write_text("#!/bin/sh\n")
+    assert product_root(lone) is None and builtin_folder(lone, tmp_path / "b") is None
+
+
+def test_a_folder_that_cannot_be_made_is_logged_and_code_server_loads_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    binary = _install(tmp_path / "cs", "", ["python", "copilot"])
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert builtin_folder(binary, blocker / "builtins") is None
+    assert "loads all its built-in extensions" in caplog.text
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, SKIPPED), ("", SKIPPED), ("none", frozenset()), ("NONE", frozenset()),
+    ("copilot, emmet,", frozenset({"copilot", "emmet"})),
+])
+def test_the_skipped_builtins_setting(value: str | None, expected: frozenset[str]) -> None:
+    env = {} if value is None else {"PODCODE_CODE_SERVER_SKIP_BUILTINS": value}
+    assert CodeServerConfig.from_environ(env).skip_builtins == expected
+
+
+@pytest.mark.codeserver
+async def test_a_sessions_code_server_runs_without_the_skipped_builtins(
+    code_server_factory: Callable[..., CodeServer]
+) -> None:
+    """The real code-server is started with the folder of links, which lacks exactly the
+    skipped extensions its install ships; it serves (its browser use is in the browser
+    tests: highlighting, the debugger, the language server)."""
+    server = code_server_factory()
+    await server.start()
+    own = product_root(server.binary)
+    assert own is not None
+    shipped = {p.name for p in (own / "lib" / "vscode" / "extensions").iterdir()}
+    assert {"copilot", "python", "git"} <= shipped
+    folder = server.data_dir / "builtin-extensions"
+    assert {p.name for p in folder.iterdir()} == shipped - SKIPPED
+    command = " ".join(max(code_server_processes(server), key=lambda p: len(p.cmdline()))
+                       .cmdline())
+    assert f"--builtin-extensions-dir {folder}" in command
+    assert server.ready
