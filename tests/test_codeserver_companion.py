@@ -224,6 +224,17 @@ def test_debug_configurations_reach_debugpy() -> None:
     assert "explode" in got[8]["error"] and "restart" in got[9]["error"]
 
 
+def test_the_desktop_debug_type_is_served_while_its_extension_is_not_installed() -> None:
+    script = """
+    const { debugTypes } = require(lib + '/adapter.js');
+    console.log(JSON.stringify([debugTypes(false), debugTypes(true)]));
+    """
+    assert node(script) == [["podcode", "debugpy"], ["podcode"]]
+    package = json.loads((LIB.parent / "package.json").read_text())
+    types = [debugger["type"] for debugger in package["contributes"]["debuggers"]]
+    assert types == ["podcode", "debugpy"]
+
+
 def test_only_what_a_person_does_in_the_debugger_is_activity() -> None:
     script = """
     const { isPersonRequest } = require(lib + '/activity.js');

@@ -205,3 +205,34 @@ async def test_a_second_window_takes_over_the_post_mortem_and_the_first_can_agai
             raise
     job.api("POST", "/api/abort")
     job.wait_exit()
+
+
+@pytest.mark.slow
+async def test_the_desktop_configuration_attaches_in_the_pods_code_server_too(
+    job: Job, code_server_binary: Path, tmp_path: Path
+) -> None:
+    """A session that serves SSH writes a "debugpy" attach configuration for a desktop VS
+    Code into the same launch.json. Picked in the pod's code-server, which has no Python
+    Debugger extension, it lands in the failed frame too (the companion serves the type)
+    instead of failing with "debug type not supported"."""
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
+                             timeout_ms=120_000) as page:
+        try:
+            await log_in(page, record)
+            await _stopped_in_the_failed_frame(page)  # the companion's own configuration
+            await page.keyboard.press("Shift+F5")
+            await page.locator(".debug-call-stack .monaco-list-row",
+                               has_text="middle").wait_for(state="detached")
+            await run_command(page, "Debug: Select and Start Debugging",
+                              pick="desktop VS Code over SSH")
+            await _stopped_in_the_failed_frame(page)
+            assert not await page.locator(".notifications-toasts",
+                                          has_text="not supported").count()
+        except BaseException:
+            await page.screenshot(path=str(ARTIFACTS / "desktop-configuration-failure.png"))
+            raise
+    job.api("POST", "/api/abort")
+    job.wait_exit()

@@ -198,6 +198,9 @@ def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_per
     second.publish(lambda: serving(Phase.WAITING))
     loop.call(second.mark_pod(pod, task="m.fit", owner=None, ports=PORTS))
     assert pod.sessions == {"9-1": "m.fit", "9-1-2": "m.fit"}  # each has its annotation
+    monitored = second.labelling(pod)  # what the second's idle monitor labels with
+    monitored.set_state("reaping")  # cleaned up: the first one still waits
+    assert pod.calls[-1] == ("state", "waiting") and monitored.sessions is pod.sessions
     second.publish(lambda: serving(Phase.RESUMING))  # the other one still waits
     second.publish(lambda: serving(Phase.RUNNING))
     second.close()
@@ -207,8 +210,8 @@ def test_sessions_of_one_process_label_their_pod_with_the_phase_that_needs_a_per
     first.close()
     first.finish(SessionRecord(Phase.FAILED, task="m.fit", **process_identity()))
     assert pod.calls == [("mark", "waiting"), ("mark", "waiting"), ("state", "waiting"),
-                         ("state", "waiting"), ("end", "waiting"), ("state", "resuming"),
-                         ("end", "failed")]
+                         ("state", "waiting"), ("state", "waiting"), ("end", "waiting"),
+                         ("state", "resuming"), ("end", "failed")]
 
 
 def test_a_worker_whose_session_ends_leaves_a_shared_pod_marked_for_anothers_waiting(

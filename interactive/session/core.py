@@ -400,7 +400,7 @@ class Session:
             self.state,
             mail=self.settings.mail,
             workspace=self.workspace,
-            pod=self.pod,
+            pod=self._publisher.labelling(self.pod) if self._publisher and self.pod else self.pod,
             ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier

@@ -158,6 +158,13 @@ class Publisher:
                 )
             )
 
+    def labelling(self, pod: Any) -> Any:
+        """``pod`` as the idle monitor is handed it: the state it labels the pod with
+        (``warned``, ``reaping``, back to ``waiting``) is this session's phase, summed up with
+        the others' like every label published here, so one session's warning or cleanup
+        never hides another that waits in the same pod."""
+        return _Labelled(self, pod)
+
     def tell_peers(self, command: CommandKind) -> None:
         """Forward ``command`` to the other local ranks in a session (in the background)."""
         peers = self.peers
@@ -234,3 +241,18 @@ async def _guarded(work: Coroutine[Any, Any, Any], what: str) -> None:
     except Exception:
         log.exception("publishing the session: could not %s", what)
 
+
+
+class _Labelled:
+    """A pod whose ``set_state`` goes through :func:`_label_for` (see
+    :meth:`Publisher.labelling`); everything else is the pod's own."""
+
+    def __init__(self, publisher: Publisher, pod: Any) -> None:
+        self._publisher = publisher
+        self._pod = pod
+
+    def set_state(self, state: str) -> Any:
+        return self._pod.set_state(_label_for(self._publisher, state) or state)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pod, name)

@@ -1,11 +1,13 @@
 // The companion's debugger: the pod's launch configurations (type "podcode") work in
 // code-server with no other extension. Attach connects to debugpy's listener in the task's
 // process; launch runs `python -m debugpy.adapter` with the session's interpreter; the
-// "resume workflow" configuration runs the Resume command instead of a debug session.
+// "resume workflow" configuration runs the Resume command instead of a debug session. The
+// desktop configurations (type "debugpy") work the same way while the Python Debugger
+// extension is not installed here.
 'use strict';
 
 const vscode = require('vscode');
-const { DEBUG_TYPE, adapterFor } = require('./lib/adapter');
+const { DEBUGPY_EXTENSION, adapterFor, debugTypes } = require('./lib/adapter');
 
 function defaultPython() {
   const configured = vscode.workspace.getConfiguration('python').get('defaultInterpreterPath');
@@ -44,10 +46,12 @@ const descriptorFactory = {
 };
 
 function registerDebugger(context, resume) {
-  context.subscriptions.push(
-    vscode.debug.registerDebugConfigurationProvider(DEBUG_TYPE, configurationProvider(resume)),
-    vscode.debug.registerDebugAdapterDescriptorFactory(DEBUG_TYPE, descriptorFactory),
-  );
+  for (const type of debugTypes(Boolean(vscode.extensions.getExtension(DEBUGPY_EXTENSION)))) {
+    context.subscriptions.push(
+      vscode.debug.registerDebugConfigurationProvider(type, configurationProvider(resume)),
+      vscode.debug.registerDebugAdapterDescriptorFactory(type, descriptorFactory),
+    );
+  }
 }
 
 module.exports = { registerDebugger };

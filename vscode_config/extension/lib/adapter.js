@@ -7,7 +7,17 @@
 'use strict';
 
 const DEBUG_TYPE = 'podcode';
+const DESKTOP_TYPE = 'debugpy';
+const DEBUGPY_EXTENSION = 'ms-python.debugpy';
 const ACTIONS = ['resume'];
+
+// The debug types the companion serves: its own, and the Python Debugger's "debugpy"
+// while that extension is not installed (a session that serves SSH writes a "debugpy"
+// configuration for desktop VS Code into the same launch.json; in the pod's code-server
+// it then attaches as well, instead of "debug type not supported").
+function debugTypes(hasDebugpyExtension) {
+  return hasDebugpyExtension ? [DEBUG_TYPE] : [DEBUG_TYPE, DESKTOP_TYPE];
+}
 
 // The interpreter of a launch configuration: "python" (a path, or a list whose first item
 // is the path), else the given default.
@@ -42,4 +52,4 @@ function adapterFor(config, defaultPython) {
   return { error: `"request" must be "attach" or "launch", not ${JSON.stringify(config.request)}` };
 }
 
-module.exports = { DEBUG_TYPE, adapterFor, pythonOf };
+module.exports = { DEBUG_TYPE, DEBUGPY_EXTENSION, adapterFor, debugTypes, pythonOf };
