@@ -3,6 +3,7 @@ through a folder of links (the install itself is never changed)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,3 +95,20 @@ async def test_a_sessions_code_server_runs_without_the_skipped_builtins(
                        .cmdline())
     assert f"--builtin-extensions-dir {folder}" in command
     assert server.ready
+
+
+@pytest.mark.codeserver
+def test_no_builtin_left_in_needs_one_left_out(code_server_binary: Path) -> None:
+    """An extension whose ``extensionDependencies`` name a skipped one would fail to
+    activate: none of the installed code-server's does."""
+    own = product_root(code_server_binary)
+    assert own is not None
+    manifests = {path.parent.name: json.loads(path.read_text())
+                 for path in (own / "lib" / "vscode" / "extensions").glob("*/package.json")}
+    folder_of = {f"{m.get('publisher')}.{m.get('name')}".lower(): name
+                 for name, m in manifests.items()}
+    assert set(manifests) >= SKIPPED, "every skipped name is a built-in of this code-server"
+    broken = [(name, dependency) for name, m in manifests.items() if name not in SKIPPED
+              for dependency in m.get("extensionDependencies", [])
+              if folder_of.get(dependency.lower()) in SKIPPED]
+    assert broken == []
