@@ -100,6 +100,10 @@ def test_state_reap_at_and_idle_since(pod: PodClient, fake_kube: FakeKube) -> No
     assert "podcode.io/reap-at" not in annotations
     assert "podcode.io/idle-since" not in annotations
     assert json.loads(annotations[own]) == {"task": "t", "pid": os.getpid(), "ports": PORTS}
+    pod.end_session("7-1", "done")
+    pod.set_idle(None, None)  # late: the ended session's annotation stays gone
+    annotations = fake_kube.pod("train-0", "ml")["metadata"]["annotations"]  # type: ignore[index]
+    assert own not in annotations
 
 
 def test_events_carry_reason_type_and_message(pod: PodClient, fake_kube: FakeKube) -> None:

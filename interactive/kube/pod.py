@@ -135,6 +135,8 @@ class PodClient:
     def end_session(self, session: str, state: str) -> None:
         """The session ``session`` closed: the pod's label says ``state`` and the session's
         own annotation goes, in one patch (never one without the other)."""
+        if self._session is not None and self._session[0] == session:
+            self._session = None  # a late idle update must not write it back
         self._patch({"metadata": {"labels": {LABEL_STATE: state},
                                   "annotations": {ANN_SESSIONS + session: None}}})
 
