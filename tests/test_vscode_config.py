@@ -75,11 +75,12 @@ def test_without_an_ide_the_configurations_are_for_desktop_vscode(tmp_path: Path
 @pytest.mark.parametrize("ide", ["code-server", "none"])
 def test_the_companion_contributes_every_pod_debug_type(tmp_path: Path, ide: str) -> None:
     """code-server has no Python debugger of its own: the pod's configurations must use one
-    the companion contributes (with Python breakpoints); "debugpy" only without an IDE."""
+    the companion contributes (with Python breakpoints): its own, and "debugpy" (the desktop
+    configurations', served while the Python Debugger extension is not installed)."""
     package = json.loads((EXTENSION / "package.json").read_text())
     contributed = {d["type"] for d in package["contributes"]["debuggers"]}
     assert {"language": "python"} in package["contributes"]["breakpoints"]
-    assert contributed == {vscode.POD_DEBUG_TYPE}
+    assert contributed == {vscode.POD_DEBUG_TYPE, vscode.DESKTOP_DEBUG_TYPE}
     types = {c["type"] for c in write(tmp_path, tmp_path / "home", ide=ide)["configurations"]}
     assert types <= contributed if ide != "none" else types == {vscode.DESKTOP_DEBUG_TYPE}
     events = package["activationEvents"]  # active before F5 can ask for the debugger
