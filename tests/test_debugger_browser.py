@@ -7,9 +7,11 @@ artifacts/ (``make screenshots`` copies the one the docs show)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -177,34 +179,45 @@ async def _stopped_in_the_failed_frame(page: Any, press: bool = False) -> None:
                        has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
 
 
+@contextlib.asynccontextmanager
+async def _stopped_in_chromium(
+    job: Job, tmp_path: Path, failure: str
+) -> AsyncIterator[tuple[Any, dict[str, Any]]]:
+    """The failing job's session waiting, and a Chromium page logged in to it and stopped
+    in the failed frame by itself: ``(page, record)``. A block that fails leaves a
+    screenshot ``failure`` in artifacts/; one that ends aborts the session."""
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
+                             timeout_ms=120_000) as page:
+        try:
+            await log_in(page, record)
+            await _stopped_in_the_failed_frame(page)
+            yield page, record
+        except BaseException:
+            await page.screenshot(path=str(ARTIFACTS / failure))
+            raise
+    job.api("POST", "/api/abort")
+    job.wait_exit()
+
+
 @pytest.mark.slow
 async def test_a_second_window_takes_over_the_post_mortem_and_the_first_can_again(
     job: Job, code_server_binary: Path, tmp_path: Path
 ) -> None:
     """A window left open with the debugger stopped holds debugpy's connection; a second
     window (or a reload) must still land in the frame, and so must the first after it."""
-    job.write("helpers.py", HELPERS)
-    job.write("job.py", JOB)
-    record = job.start().wait_state("waiting", timeout=120)
-    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
-                             timeout_ms=120_000) as first:
-        try:
-            await log_in(first, record)
-            await _stopped_in_the_failed_frame(first)
-            second = await first.context.new_page()
-            await second.goto(record["code_server_url"])  # logged in: the same browser
-            await second.locator(".statusbar-item", has_text="podcode: waiting").wait_for(
-                timeout=240_000)
-            await _stopped_in_the_failed_frame(second)
-            await first.bring_to_front()
-            await first.locator(".debug-call-stack .monaco-list-row",
-                                has_text="middle").wait_for(state="detached")
-            await _stopped_in_the_failed_frame(first, press=True)
-        except BaseException:
-            await first.screenshot(path=str(ARTIFACTS / "reattach-failure.png"))
-            raise
-    job.api("POST", "/api/abort")
-    job.wait_exit()
+    async with _stopped_in_chromium(job, tmp_path, "reattach-failure.png") as (first, record):
+        second = await first.context.new_page()
+        await second.goto(record["code_server_url"])  # logged in: the same browser
+        await second.locator(".statusbar-item", has_text="podcode: waiting").wait_for(
+            timeout=240_000)
+        await _stopped_in_the_failed_frame(second)
+        await first.bring_to_front()
+        await first.locator(".debug-call-stack .monaco-list-row",
+                            has_text="middle").wait_for(state="detached")
+        await _stopped_in_the_failed_frame(first, press=True)
 
 
 @pytest.mark.slow
@@ -215,24 +228,14 @@ async def test_the_desktop_configuration_attaches_in_the_pods_code_server_too(
     Code into the same launch.json. Picked in the pod's code-server, which has no Python
     Debugger extension, it lands in the failed frame too (the companion serves the type)
     instead of failing with "debug type not supported"."""
-    job.write("helpers.py", HELPERS)
-    job.write("job.py", JOB)
-    record = job.start().wait_state("waiting", timeout=120)
-    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
-                             timeout_ms=120_000) as page:
-        try:
-            await log_in(page, record)
-            await _stopped_in_the_failed_frame(page)  # the companion's own configuration
-            await page.keyboard.press("Shift+F5")
-            await page.locator(".debug-call-stack .monaco-list-row",
-                               has_text="middle").wait_for(state="detached")
-            await run_command(page, "Debug: Select and Start Debugging",
-                              pick="desktop VS Code over SSH")
-            await _stopped_in_the_failed_frame(page)
-            assert not await page.locator(".notifications-toasts",
-                                          has_text="not supported").count()
-        except BaseException:
-            await page.screenshot(path=str(ARTIFACTS / "desktop-configuration-failure.png"))
-            raise
-    job.api("POST", "/api/abort")
-    job.wait_exit()
+    failure = "desktop-configuration-failure.png"
+    async with _stopped_in_chromium(job, tmp_path, failure) as (page, _):
+        # stopped by the companion's own configuration: detach, then pick the desktop one
+        await page.keyboard.press("Shift+F5")
+        await page.locator(".debug-call-stack .monaco-list-row",
+                           has_text="middle").wait_for(state="detached")
+        await run_command(page, "Debug: Select and Start Debugging",
+                          pick="desktop VS Code over SSH")
+        await _stopped_in_the_failed_frame(page)
+        assert not await page.locator(".notifications-toasts",
+                                      has_text="not supported").count()

@@ -242,7 +242,6 @@ async def _guarded(work: Coroutine[Any, Any, Any], what: str) -> None:
         log.exception("publishing the session: could not %s", what)
 
 
-
 class _Labelled:
     """A pod whose ``set_state`` goes through :func:`_label_for` (see
     :meth:`Publisher.labelling`); everything else is the pod's own."""

@@ -52,4 +52,4 @@ function adapterFor(config, defaultPython) {
   return { error: `"request" must be "attach" or "launch", not ${JSON.stringify(config.request)}` };
 }
 
-module.exports = { DEBUG_TYPE, DEBUGPY_EXTENSION, adapterFor, debugTypes, pythonOf };
+module.exports = { DEBUGPY_EXTENSION, adapterFor, debugTypes, pythonOf };
