@@ -93,6 +93,9 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             unsupported = page.get_by_text(re.compile("is not supported"))
             await failed_frame.or_(unsupported).first.wait_for()
             assert await unsupported.count() == 0, "code-server has no debugger for this type"
+            # VS Code shows the top frame first, then the rest once it has fetched them all.
+            await page.locator(".debug-call-stack .monaco-list-row",
+                               has_text="Load More Stack Frames").wait_for(state="detached")
             stack = await _stack(page)
             assert stack[0].startswith(f"middle job.py {RAISE_LINE}:"), stack
             # Frames only: no thread is listed (not the waiting main thread, not podcode's).
