@@ -59,6 +59,15 @@ async def log_in(page: Any, record: dict[str, Any]) -> None:
     await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
 
 
+async def stack_rows(page: Any) -> list[str]:
+    """The Call Stack view's rows (whitespace folded), once VS Code has loaded all their
+    frames (it shows the top one first, with "Load More Stack Frames")."""
+    await page.locator(".debug-call-stack .monaco-list-row",
+                       has_text="Load More Stack Frames").wait_for(state="detached")
+    rows = await page.locator(".debug-call-stack .monaco-list-row").all_inner_texts()
+    return [" ".join(row.split()) for row in rows]
+
+
 async def run_command(page: Any, title: str, pick: str | None = None) -> None:
     """Run ``title`` from the command palette (and choose ``pick`` in its list)."""
     await page.keyboard.press("F1")

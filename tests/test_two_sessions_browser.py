@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in
+from tests.browser import ARTIFACTS, MARKS, VIEWPORT, chromium_page, log_in, stack_rows
 from tests.session_fixture import Job
 from tests.waiting import wait_until
 
@@ -60,11 +60,6 @@ def waiting(home: Path) -> dict[str, dict[str, Any]]:
         if record.get("state") == "waiting" and record.get("code_server_url"):
             found[record["task"]] = record
     return found
-
-
-async def _stack(page: Any) -> str:
-    rows = await page.locator(".debug-call-stack .monaco-list-row").all_inner_texts()
-    return "\n".join(" ".join(row.split()) for row in rows)
 
 
 def _thread(page: Any, name: str) -> Any:
@@ -125,7 +120,7 @@ async def test_one_debugger_shows_both_failed_coroutines_and_each_ide_resumes_it
             # as a thread named after its task (the one that stopped last is shown first)
             for task in ("left", "right"):
                 await _thread(page, task).wait_for()
-            stack = await _stack(page)
+            stack = "\n".join(await stack_rows(page))
             assert "asyncio" not in stack and "podcode" not in stack, stack
             await page.screenshot(path=str(ARTIFACTS / "two-sessions-debugger.png"))
             for task, local in (("left", r"^total\s*=\s*3$"), ("right", r"^scaled\s*=\s*\[40\]")):
