@@ -15,14 +15,16 @@ Variables view of the pod's code-server, in Chromium.
   code-server binary started alone (``--auth none``) until the same browser shows its
   workspace's files in the Explorer.
 - ``time_to_frame_ratio``: the two medians divided. Goal: at most 1.2. Where the time goes
-  (two cores, from the workbench's and extension host's logs and a DAP tracker): the
-  session waits 0.5 s after the exception and the workbench shows its Explorer at about
-  the time the bare one does (4.3 s); then code-server's extension host needs about 1 s
-  more to be handed its start data, the window works 0.5 to 0.7 s between the
-  companion's ``startDebugging`` and the DAP ``initialize``, the DAP exchange to the
-  stopped frame takes 0.3 s, and the Variables view waits 400 ms (VS Code's own delay
-  after a frame is focused by the debugger rather than by a click) before it asks for
-  the locals.
+  (two cores, from the workbench's performance marks, code-server's and the extension
+  host's logs, and the CPU time of every process): the session waits 0.5 s after the
+  exception, and its code-server loads its VS Code server meanwhile (a bare one loads it
+  at the first page), so the workbench shows its Explorer about a second before the bare
+  one does. Then code-server's extension host needs about 1 s to be started and handed its
+  start data, the window works 0.5 to 0.7 s between the companion's ``startDebugging`` and
+  the DAP ``initialize``, the DAP exchange to the stopped frame takes 0.3 s, and the
+  Variables view waits 400 ms (VS Code's own delay after a frame is focused by the
+  debugger rather than by a click) before it asks for the locals. The browser's page
+  process uses a whole core all along.
 
 Run: ``python benchmarks/bench_frame.py`` (needs code-server, Debian's chromium and playwright).
 """
@@ -45,6 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from interactive.cli.api import ControlClient  # noqa: E402  (podcode attach has it loaded)
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
@@ -137,8 +140,6 @@ def _session(home: Path) -> dict[str, Any] | None:
 
 def _login_link(record: dict[str, Any]) -> str:
     """A one-time login link of the session, as ``podcode attach`` gets it."""
-    from interactive.cli.api import ControlClient
-
     link = ControlClient(record["control_url"], record["token"]).login_link(
         record["code_server_url"])
     if link is None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
-from server_bootstrap.builtins import SKIPPED, builtin_folder, product_root
+from server_bootstrap.builtins import GIT, SKIPPED, builtin_folder, product_root, skipped_for
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
 from server_bootstrap.process import terminate_tree, tree_members
@@ -36,6 +36,8 @@ MARKER_VARIABLE = "PODCODE_SESSION_ID"
 debug adapters included). Its value is the session's id when a session starts code-server."""
 _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
 _TAIL_LINES = 40
+WARM_TIMEOUT = 60.0
+"""How long the warm-up request (:meth:`CodeServer._warm`) waits for code-server's answer."""
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
 """Never in the IDE's processes (terminals, extensions, tasks): code-server's own login,
@@ -91,27 +93,33 @@ def url_host(bind: str) -> str:
     return f"[{bind}]" if address.version == 6 else bind
 
 
-async def healthz_ok(url: str, timeout: float = 2.0) -> bool:
-    """Whether ``{url}healthz`` answers 200. A bare HTTP/1.1 request on asyncio streams: the
-    probe runs while a session starts, and importing an HTTP client would delay the launch."""
+async def http_status(url: str, path: str = "/healthz", timeout: float = 2.0) -> int | None:
+    """The status code of ``GET {path}`` at ``url``'s host, None when it does not answer
+    in ``timeout`` seconds. A bare HTTP/1.1 request on asyncio streams: the probe runs
+    while a session starts, and importing an HTTP client would delay the launch."""
     parts = urllib.parse.urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError):
-        return False
+        return None
     try:
-        request = f"GET /healthz HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
+        request = f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
         writer.write(request.encode())
         await writer.drain()
-        status = await asyncio.wait_for(reader.readline(), timeout)
-        return status.split()[1:2] == [b"200"]
+        status = (await asyncio.wait_for(reader.readline(), timeout)).split()[1:2]
+        return int(status[0]) if status and status[0].isdigit() else None
     except (OSError, asyncio.TimeoutError):
-        return False
+        return None
     finally:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
+
+
+async def healthz_ok(url: str, timeout: float = 2.0) -> bool:
+    """Whether ``{url}healthz`` answers 200."""
+    return await http_status(url, "/healthz", timeout) == 200
 
 
 def command_line(
@@ -235,10 +243,13 @@ class CodeServer:
         stop_grace: float = 5.0,
         marker: str | None = None,
         skip_builtins: frozenset[str] = SKIPPED,
+        skip_outside_git: frozenset[str] = GIT,
     ) -> None:
         self.binary = binary
         self.skip_builtins = skip_builtins
         """code-server's built-in extensions this session does not load."""
+        self.skip_outside_git = skip_outside_git
+        """... nor these, when the workspace is not in a Git work tree."""
         self.workspace = workspace
         self.bind = bind
         self.port = port
@@ -265,6 +276,7 @@ class CodeServer:
         self._listening: asyncio.Future[int] | None = None
         self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
         self._stopping = False
+        self._warming: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"CodeServer(url={self.url!r}, pid={self.pid}, workspace={str(self.workspace)!r})"
@@ -307,8 +319,9 @@ class CodeServer:
             self._login_strings = self.data_dir / "login-strings.json"
             write_private(self._login_strings, json.dumps({"LOGIN_PASSWORD": LOGIN_HINT}))
         write_user_settings(self.data_dir / "user-data" / "User" / "settings.json")
+        skipped = skipped_for(_folder(self.workspace), self.skip_builtins, self.skip_outside_git)
         self._builtins = builtin_folder(self.binary, self.data_dir / "builtin-extensions",
-                                        self.skip_builtins)
+                                        skipped)
         if self.companion:
             install_companion(self.data_dir / "extensions")
         if self.extensions:
@@ -351,6 +364,17 @@ class CodeServer:
             self._config.unlink(missing_ok=True)
         self.ready = True
         log.info("code-server is ready at %s (pid %d)", self.url, self.pid)
+        self._warming = asyncio.create_task(self._warm(self.url))
+
+    @staticmethod
+    async def _warm(url: str) -> None:
+        """Have code-server load its VS Code server now, not at the first page a browser
+        asks for: code-server loads it on the first request for ``/``, signed in or not
+        (this one, without a cookie, is answered with the login page's address). It takes
+        0.6 to 0.8 s of the first page's time on two cores, and a person is still on the
+        way to the link meanwhile."""
+        status = await http_status(url, "/", timeout=WARM_TIMEOUT)
+        log.debug("code-server loaded its VS Code server (GET / answered %s)", status)
 
     async def _read_output(
         self, proc: asyncio.subprocess.Process, listening: asyncio.Future[int]
@@ -457,6 +481,8 @@ class CodeServer:
 
     async def _terminate(self) -> None:
         self.ready = False
+        if self._warming is not None:
+            self._warming.cancel()
         proc = self._proc
         if proc is None:
             return

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from server_bootstrap.builtins import SKIPPED
+from server_bootstrap.builtins import GIT, SKIPPED, parse_skipped
 from server_bootstrap.errors import ConfigError
 
 DEFAULT_VERSION = "4.139.1"
@@ -57,12 +57,18 @@ class CodeServerConfig:
     ``tarball`` or ``npm``."""
     skip_builtins: frozenset[str] = SKIPPED
     """PODCODE_CODE_SERVER_SKIP_BUILTINS: code-server's built-in extensions (folder names,
-    comma-separated) a session does not load; ``none``: load them all."""
+    comma-separated) a session does not load; ``none``: load them all; ``default`` in the
+    list stands for the defaults, ``-name`` keeps ``name``
+    (:func:`~server_bootstrap.builtins.parse_skipped`)."""
+    skip_outside_git: frozenset[str] = GIT
+    """The built-ins a session does not load either when its workspace is not in a Git work
+    tree (Git's, by default; from the same setting)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> CodeServerConfig:
         """Read the settings from ``environ`` (default: the process environment)."""
         env = os.environ if environ is None else environ
+        skipped, outside_git = parse_skipped(env.get("PODCODE_CODE_SERVER_SKIP_BUILTINS"))
         return cls(
             path=_path(env, "PODCODE_CODE_SERVER_PATH"),
             cache=_path(env, "PODCODE_CODE_SERVER_CACHE") or default_cache(env),
@@ -70,7 +76,8 @@ class CodeServerConfig:
             tarball_url=env.get("PODCODE_CODE_SERVER_URL") or None,
             sha256=_sha256(env.get("PODCODE_CODE_SERVER_SHA256") or None),
             method=_method(env.get("PODCODE_CODE_SERVER_METHOD") or "auto"),
-            skip_builtins=_names(env.get("PODCODE_CODE_SERVER_SKIP_BUILTINS")),
+            skip_builtins=skipped,
+            skip_outside_git=outside_git,
         )
 
     def resolved_method(self) -> str:
@@ -90,14 +97,6 @@ class CodeServerConfig:
 def _path(env: Mapping[str, str], name: str) -> Path | None:
     raw = env.get(name)
     return Path(raw).expanduser() if raw else None
-
-
-def _names(value: str | None) -> frozenset[str]:
-    if value is None or not value.strip():
-        return SKIPPED
-    if value.strip().lower() == "none":
-        return frozenset()
-    return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
 def _version(value: str) -> str:

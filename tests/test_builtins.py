@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from server_bootstrap.builtins import SKIPPED, builtin_folder, product_root
+from server_bootstrap.builtins import (
+    GIT,
+    SKIPPED,
+    builtin_folder,
+    in_git_work_tree,
+    product_root,
+    skipped_for,
+)
 from server_bootstrap.codeserver import CodeServer
 from server_bootstrap.config import CodeServerConfig
 from tests.codeserver_fixture import code_server_processes
@@ -67,13 +74,37 @@ def test_a_folder_that_cannot_be_made_is_logged_and_code_server_loads_its_own(
     assert "loads all its built-in extensions" in caplog.text
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (None, SKIPPED), ("", SKIPPED), ("none", frozenset()), ("NONE", frozenset()),
-    ("copilot, emmet,", frozenset({"copilot", "emmet"})),
+@pytest.mark.parametrize(("value", "always", "outside_git"), [
+    (None, SKIPPED, GIT), ("", SKIPPED, GIT), ("none", frozenset(), frozenset()),
+    ("NONE", frozenset(), frozenset()),
+    ("copilot, emmet,", {"copilot", "emmet"}, frozenset()),  # those alone
+    ("default,php", SKIPPED | {"php"}, GIT),
+    ("default, -git,-git-base", SKIPPED, {"merge-conflict"}),  # Git's kept everywhere
+    ("default,-emmet,git", (SKIPPED - {"emmet"}) | {"git"}, GIT - {"git"}),
 ])
-def test_the_skipped_builtins_setting(value: str | None, expected: frozenset[str]) -> None:
+def test_the_skipped_builtins_setting(
+    value: str | None, always: frozenset[str], outside_git: frozenset[str]
+) -> None:
     env = {} if value is None else {"PODCODE_CODE_SERVER_SKIP_BUILTINS": value}
-    assert CodeServerConfig.from_environ(env).skip_builtins == expected
+    config = CodeServerConfig.from_environ(env)
+    assert (config.skip_builtins, config.skip_outside_git) == (always, outside_git)
+
+
+def test_gits_extensions_are_left_out_only_outside_a_git_work_tree(tmp_path: Path) -> None:
+    plain = tmp_path / "plain" / "src"
+    plain.mkdir(parents=True)
+    assert not in_git_work_tree(plain)
+    assert skipped_for(plain, SKIPPED) == SKIPPED | GIT
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "pkg" / "sub").mkdir(parents=True)
+    linked = tmp_path / "worktree"
+    linked.mkdir()
+    (linked / ".git").write_text("gitdir: ../repo/.git/worktrees/w\n")  # a linked work tree
+    for folder in (repository, repository / "pkg" / "sub", linked):
+        assert in_git_work_tree(folder), folder
+        assert skipped_for(folder, SKIPPED) == SKIPPED
+    assert skipped_for(plain, frozenset(), frozenset()) == frozenset()  # "none"
 
 
 @pytest.mark.codeserver
@@ -90,7 +121,8 @@ async def test_a_sessions_code_server_runs_without_the_skipped_builtins(
     shipped = {p.name for p in (own / "lib" / "vscode" / "extensions").iterdir()}
     assert {"copilot", "python", "git"} <= shipped
     folder = server.data_dir / "builtin-extensions"
-    assert {p.name for p in folder.iterdir()} == shipped - SKIPPED
+    # Its workspace is in no Git work tree: Git's extensions are left out too.
+    assert {p.name for p in folder.iterdir()} == shipped - SKIPPED - GIT
     command = " ".join(max(code_server_processes(server), key=lambda p: len(p.cmdline()))
                        .cmdline())
     assert f"--builtin-extensions-dir {folder}" in command
@@ -107,8 +139,9 @@ def test_no_builtin_left_in_needs_one_left_out(code_server_binary: Path) -> None
                  for path in (own / "lib" / "vscode" / "extensions").glob("*/package.json")}
     folder_of = {f"{m.get('publisher')}.{m.get('name')}".lower(): name
                  for name, m in manifests.items()}
-    assert set(manifests) >= SKIPPED, "every skipped name is a built-in of this code-server"
-    broken = [(name, dependency) for name, m in manifests.items() if name not in SKIPPED
-              for dependency in m.get("extensionDependencies", [])
-              if folder_of.get(dependency.lower()) in SKIPPED]
-    assert broken == []
+    assert set(manifests) >= SKIPPED | GIT, "every skipped name is a built-in of this one"
+    for skipped in (SKIPPED, SKIPPED | GIT):  # in a Git work tree, and outside one
+        broken = [(name, dependency) for name, m in manifests.items() if name not in skipped
+                  for dependency in m.get("extensionDependencies", [])
+                  if folder_of.get(dependency.lower()) in skipped]
+        assert broken == []

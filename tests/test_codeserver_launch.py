@@ -147,6 +147,11 @@ async def test_starts_ready_on_loopback_with_a_password(
     with caplog.at_level(logging.DEBUG, logger="server_bootstrap"):
         await server.start()
     assert server.url.startswith("http://127.0.0.1:") and server.pid is not None
+    # No browser asked yet, and code-server has loaded its VS Code server (which logs that
+    # its agent started): the first page does not wait for it.
+    agent_logs = server.data_dir / "user-data" / "logs"
+    await eventually(lambda: any("Extension host agent started" in log.read_text()
+                                 for log in agent_logs.rglob("remoteagent.log")), timeout=60)
     port = int(server.url.rstrip("/").rsplit(":", 1)[1])
     assert port != 0
     async with aiohttp.ClientSession() as client:
@@ -311,6 +316,8 @@ host, port = bind.rsplit(":", 1)
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        with open(here / "requests", "a") as out:
+            out.write(self.path + "\\n")
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b'{{"status": "alive"}}')
@@ -348,6 +355,24 @@ async def test_restarts_that_fail_count_until_given_up(tmp_path: Path) -> None:
     finally:
         await server.stop()
     assert code_server_processes(server) == []
+
+
+async def test_once_healthy_it_has_code_server_load_its_vs_code_server(tmp_path: Path) -> None:
+    """code-server loads its VS Code server at the first request for /, signed in or not:
+    the launch asks for / once /healthz answers, and does not wait for the answer."""
+    binary = tmp_path / "code-server"
+    binary.write_text(FAKE_SERVER.format(python=sys.executable))
+    binary.chmod(0o755)
+    server = CodeServer(binary, workspace=tmp_path, bind="127.0.0.1", port=0,
+                        data_dir=tmp_path / "d", password=PASSWORD)
+    requests = tmp_path / "requests"
+    try:
+        await server.start()
+        await eventually(lambda: requests.exists() and "/" in requests.read_text().split())
+        seen = requests.read_text().split()
+        assert seen[-1] == "/" and set(seen[:-1]) == {"/healthz"}
+    finally:
+        await server.stop()
 
 
 @pytest.mark.codeserver

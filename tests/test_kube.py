@@ -6,6 +6,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,23 @@ from interactive.kube.pod import PodClient
 from tests.fake_kube import FakeKube
 
 PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
+
+
+def test_a_session_imports_the_kubernetes_client_only_where_it_finds_its_pod() -> None:
+    """A session's modules do not import the Kubernetes client (0.2 s and more, which would
+    stop the event loop serving the control API and login links); ``discover_pod``, which
+    the session calls in a worker thread, does."""
+    code = (
+        "import sys, interactive.session.core, interactive.session.control\n"
+        "from interactive.kube import discover_pod\n"
+        "before = 'kubernetes' in sys.modules\n"
+        "print(before, discover_pod(), 'kubernetes' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("POD_NAME", "KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split()
+    assert out == ["False", "None", "True"]
 
 
 @pytest.fixture

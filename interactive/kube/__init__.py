@@ -4,3 +4,19 @@ annotation names, the pod side (labels, events, the pod's own object) and the la
 
 Runs on: the pod and the laptop. May import: ``base``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from interactive.kube.pod import PodClient
+
+
+def discover_pod() -> PodClient | None:
+    """:meth:`PodClient.discover`, importing the Kubernetes client (0.2 s and more) where it
+    is called: a session calls it in a worker thread, so that its event loop (which serves
+    the control API and the login links) does not stop meanwhile."""
+    from interactive.kube.pod import PodClient
+
+    return PodClient.discover()

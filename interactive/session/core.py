@@ -379,10 +379,10 @@ class Session:
     async def _watch(self) -> None:
         """Find the pod, mark it, then watch for idleness until reaped or closed."""
         from interactive.culler.monitor import default_deps, run_monitor
-        from interactive.kube.pod import PodClient
+        from interactive.kube import discover_pod
 
         if self.leader:  # one rank speaks for the pod
-            self.pod = await asyncio.to_thread(PodClient.discover)
+            self.pod = await asyncio.to_thread(discover_pod)
         if self.pod is not None and self._publisher is not None:
             ports = {
                 "code_server": _port(self.endpoints.code_server_url),

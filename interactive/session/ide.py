@@ -85,6 +85,7 @@ async def start_ide(
                     companion=True,
                     marker=session,  # the watchdog ends every process carrying it
                     skip_builtins=config.skip_builtins,
+                    skip_outside_git=config.skip_outside_git,
                 )
                 try:
                     await server.start(spawned=launching)
