@@ -152,6 +152,7 @@ class Session:
         self._ide_launched = threading.Event()
         self._ide_ready = threading.Event()
         self.notifier: Any = None
+        self.notifier_known = threading.Event()  # set once the monitor chose the notifier
         self.ssh: Any = None
         """The SSH endpoint (:class:`interactive.session.ssh.SshEndpoint`), if it serves."""
         self._publisher: Publisher | None = None
@@ -233,9 +234,7 @@ class Session:
         self._watchdog: Watchdog | None = start_watchdog(paths, marker=(SESSION_VARIABLE, self.id))
         if self._watchdog is not None:
             self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
-        from interactive.session.control import (
-            ControlServer,  # aiohttp: imported while the IDE boots
-        )
+        from interactive.session.control import ControlServer  # aiohttp: while the IDE boots
 
         self._control = ControlServer(self, self.token, control_sock, password=self.password,
                                       editors=Desktop(self.workspace, lambda: self.ssh))
@@ -366,7 +365,6 @@ class Session:
         """One port per local rank: ``port + local_rank`` (0 stays "any free port")."""
         return port + self.local_rank if port else 0
 
-
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
         self.state.set(
@@ -404,6 +402,7 @@ class Session:
             ide_pids=lambda: [self.ide.pid] if self.ide is not None and self.ide.pid else [],
         )
         self.notifier = deps.notifier
+        self.notifier_known.set()
         deps.samplers = autosaving(deps.samplers, self.save_edits, self.clock(), self.state)
         if self.peers is not None:
             deps.samplers.append(PeerSampler(self.peers, self.state.touch, self._record))

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+NOTIFIER_WAIT_SECONDS = 10.0
+"""How long a fix's delivery waits for the session's monitor to choose the notifier (it
+does once it has found its pod, whose annotation may name the owner)."""
+
+
 def deliver_fix(session: Session) -> None:
     """Save the edits made since the session opened, print how to apply them, and mail
     them to the owner (on a thread of its own: a mail server never holds the task)."""
@@ -24,6 +29,8 @@ def deliver_fix(session: Session) -> None:
         f"podcode edits {name} | git apply",
         flush=True,
     )
+    # A resume may come before the monitor found the pod and its owner: wait for them.
+    session.notifier_known.wait(NOTIFIER_WAIT_SECONDS)
     if session.notifier is not None:
         _mail_fix(session, url, session.snapshot)
 
