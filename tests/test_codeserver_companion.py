@@ -147,6 +147,42 @@ def test_activity_reports_are_throttled() -> None:
     assert result["pending"] == 0
 
 
+def test_the_language_server_starts_after_the_debugger_shows_a_frame() -> None:
+    """Fake VS Code events and timers: the server (a second of CPU or more) starts once, a
+    moment after the debugger first shows a frame; not 4 s after activation, nor 3 s after
+    the debug session started, while the frame and its locals are on their way."""
+    script = """
+    const language = require(lib + '/language.js');
+    let now = 0; const timers = new Map(); let next = 0; const handlers = {}; const logged = [];
+    const fake = {
+      setTimeout: (fn, ms) => { timers.set(++next, {fn, at: now + ms}); return next; },
+      clearTimeout: (id) => { timers.delete(id); },
+    };
+    const event = (name) => (fn) => { handlers[name] = fn; return { dispose: () => {} }; };
+    const vscode = {
+      debug: { onDidStartDebugSession: event('start'), onDidChangeActiveStackItem: event('item') },
+      workspace: { getConfiguration: () => ({ get: () => undefined }) },
+    };
+    const pending = () => [...timers.values()].map((x) => x.at);
+    const seen = {};
+    language.startLater(vscode, (line) => logged.push([now, line]), fake);
+    seen.activated = pending();
+    now = 200; handlers.start({});
+    seen.debugging = pending();
+    now = 1500; handlers.item({ threadId: 1 });  // a thread, not a frame
+    now = 1600; handlers.item({ threadId: 1, frameId: 7 });
+    now = 1700; handlers.item({ threadId: 1, frameId: 8 });  // stepping: no new timer
+    handlers.start({});  // nor for a second debug session
+    seen.frame = pending();
+    for (const [id, timer] of timers) { timers.delete(id); now = timer.at; timer.fn(); }
+    console.log(JSON.stringify({ seen, logged }));
+    """
+    result = node(script)
+    assert result["seen"] == {"activated": [4000], "debugging": [3200], "frame": [2600]}
+    assert [entry[0] for entry in result["logged"]] == [2600]  # it started once, then
+    assert "language features are off" in result["logged"][0][1]  # (no server named here)
+
+
 async def test_client_calls_the_control_api() -> None:
     seen: list[tuple[str, str, str, object]] = []
 

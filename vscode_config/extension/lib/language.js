@@ -7,8 +7,11 @@
 
 const fs = require('fs');
 
-const START_AFTER_DEBUG_MS = 1000;
-// Later than the post-mortem's attach: the frame and its locals come first.
+// The frame and its locals come first: the server (a second or more of CPU) starts a moment
+// after the debugger shows a frame, else a while after a debug session starts (one that
+// shows none), else later than the post-mortem's attach would have.
+const START_AFTER_FRAME_MS = 1000;
+const START_AFTER_DEBUG_MS = 3000;
 const START_WITHOUT_DEBUG_MS = 4000;
 
 function loadClient() {
@@ -33,8 +36,9 @@ function problem(module, client, exists) {
   return null;
 }
 
-// Start the server once: a moment after the first debug session starts, or after a
-// few seconds without one. Returns a disposable.
+// Start the server once: a moment after the debugger first shows a frame; without a
+// frame, a while after the first debug session starts; without one, a few seconds after
+// activation. Returns a disposable.
 function startLater(vscode, log, timers = { setTimeout, clearTimeout }) {
   let client = null;
   let started = false;
@@ -62,14 +66,32 @@ function startLater(vscode, log, timers = { setTimeout, clearTimeout }) {
     log(`starting the Python language server ${module}`);
     client.start().catch((err) => log(`the Python language server failed: ${err.message}`));
   };
-  const timer = timers.setTimeout(start, START_WITHOUT_DEBUG_MS);
-  const debugging = vscode.debug.onDidStartDebugSession(() => {
-    timers.setTimeout(start, START_AFTER_DEBUG_MS);
-  });
+  // One pending timer: the first debug session replaces activation's, the first frame the
+  // debug session's.
+  let pending = timers.setTimeout(start, START_WITHOUT_DEBUG_MS);
+  let waitsFor = 'debug';
+  const startIn = (ms) => {
+    timers.clearTimeout(pending);
+    pending = timers.setTimeout(start, ms);
+  };
+  const watching = [vscode.debug.onDidStartDebugSession(() => {
+    if (waitsFor === 'debug') {
+      waitsFor = 'frame';
+      startIn(START_AFTER_DEBUG_MS);
+    }
+  })];
+  if (vscode.debug.onDidChangeActiveStackItem) { // VS Code 1.90 and later
+    watching.push(vscode.debug.onDidChangeActiveStackItem((item) => {
+      if (waitsFor === 'frame' && item && item.frameId !== undefined) {
+        waitsFor = null;
+        startIn(START_AFTER_FRAME_MS);
+      }
+    }));
+  }
   return {
     dispose: () => {
-      timers.clearTimeout(timer);
-      debugging.dispose();
+      timers.clearTimeout(pending);
+      watching.forEach((subscription) => subscription.dispose());
       if (client) {
         return client.stop();
       }
@@ -78,4 +100,6 @@ function startLater(vscode, log, timers = { setTimeout, clearTimeout }) {
   };
 }
 
-module.exports = { problem, startLater, START_AFTER_DEBUG_MS, START_WITHOUT_DEBUG_MS };
+module.exports = {
+  problem, startLater, START_AFTER_DEBUG_MS, START_AFTER_FRAME_MS, START_WITHOUT_DEBUG_MS,
+};
