@@ -88,7 +88,8 @@ def in_git_work_tree(folder: Path) -> bool:
         resolved = folder.resolve()
     except OSError:
         return False
-    return any((above / ".git").exists() for above in (resolved, *resolved.parents))
+    # os.path.exists: False, not an error, for a folder this user may not look into
+    return any(os.path.exists(above / ".git") for above in (resolved, *resolved.parents))
 
 
 def skipped_for(workspace: Path, skipped: frozenset[str],
