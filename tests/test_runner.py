@@ -131,6 +131,27 @@ def test_preempted_runs_the_hooks_saves_the_edits_and_exits_143(
     assert made.calls == ["open", "save_edits"] and made.closed == [Phase.FAILED]
 
 
+@pytest.mark.parametrize("at", ["on_open", "checkpoints", "wait"])
+def test_an_interrupt_once_the_session_waits_saves_the_edits(
+    session: type[FakeSession], monkeypatch: pytest.MonkeyPatch, at: str
+) -> None:
+    """Ctrl-C or ``ray.cancel`` (a KeyboardInterrupt in the waiting thread) may come the
+    moment the session says it waits, before the runner waits on it: an edit made by then
+    is saved wherever it lands."""
+    def interrupt(*_: Any) -> Any:
+        raise KeyboardInterrupt
+
+    on_open = interrupt if at == "on_open" else None
+    if at == "checkpoints":
+        monkeypatch.setattr(runner, "_sync_checkpoints", interrupt)
+    if at == "wait":
+        monkeypatch.setattr(FakeSession, "wait", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        runner.debug_session(call(lambda x: x), failure(), on_open)
+    [made] = session.made
+    assert made.calls == ["open", "save_edits"] and made.closed == [Phase.FAILED]
+
+
 def test_every_command_kind_has_its_own_branch(session: type[FakeSession]) -> None:
     outcomes = {}
     for kind in CommandKind:

@@ -245,15 +245,14 @@ def debug_session(
         if on_open is not None:
             on_open(session)
         _sync_checkpoints(call.ref)  # a retry in a new pod finds the last checkpoint
-        try:
-            value = _serve(call, session, excinfo)
-        except KeyboardInterrupt:  # Ctrl-C, or ray.cancel (raised into the waiting thread)
-            url = session.save_edits()
-            log.warning("%s was interrupted while its session waited%s", call.ref.name,
-                        f"; your edits are saved in {url}" if url else "")
-            raise
+        value = _serve(call, session, excinfo)
         final = Phase.DONE
         return value
+    except KeyboardInterrupt:  # Ctrl-C, or ray.cancel: at any moment once the session waits
+        url = session.save_edits()
+        log.warning("%s was interrupted while its session waited%s", call.ref.name,
+                    f"; your edits are saved in {url}" if url else "")
+        raise
     finally:
         unregister()
         session.close(final)
