@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, ratio  # noqa: E402
-from server_bootstrap.builtins import builtin_folder  # noqa: E402
+from server_bootstrap.builtins import SKIPPED, builtin_folder, skipped_for  # noqa: E402
 from server_bootstrap.codeserver import (  # noqa: E402
     LOGIN_HINT,
     command_line,
@@ -97,7 +97,8 @@ def bare_command(binary: Path, root: Path, port: int) -> list[str]:
     write_private(config, config_text("bench-password"))
     return command_line(binary, workspace=root / "bare-ws", bind="127.0.0.1", port=port,
                         data_dir=data, auth="password", config=config, login_strings=strings,
-                        builtins=builtin_folder(binary, data / "builtin-extensions"))
+                        builtins=builtin_folder(binary, data / "builtin-extensions",
+                                                skipped_for(root / "bare-ws", SKIPPED)))
 
 
 def bare_start(binary: Path, root: Path) -> float:

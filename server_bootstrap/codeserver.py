@@ -93,7 +93,7 @@ def url_host(bind: str) -> str:
     return f"[{bind}]" if address.version == 6 else bind
 
 
-async def http_status(url: str, path: str = "/healthz", timeout: float = 2.0) -> int | None:
+async def http_status(url: str, path: str, timeout: float = 2.0) -> int | None:
     """The status code of ``GET {path}`` at ``url``'s host, None when it does not answer
     in ``timeout`` seconds. A bare HTTP/1.1 request on asyncio streams: the probe runs
     while a session starts, and importing an HTTP client would delay the launch."""
