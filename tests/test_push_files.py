@@ -13,7 +13,6 @@ import aiohttp
 import pytest
 
 from interactive.base.files import TEMP_SUFFIX
-from interactive.session import desktop
 from interactive.session.desktop import Desktop
 from tests.cli_fixture import Controls, served_api
 
@@ -112,7 +111,7 @@ async def test_a_move_that_fails_midway_puts_back_what_was_replaced(
                 raise OSError(28, "No space left on device", str(target))
         real(source, target)
 
-    monkeypatch.setattr(desktop.os, "replace", failing)
+    monkeypatch.setattr(os, "replace", failing)
     status, answer = await push(client, {"a.py": b64(b"new a\n"), "pkg/new.py": b64(b"n\n"),
                                          "b.py": b64(b"new b\n")})
     assert status == 500 and "nothing was written" in answer["error"]
