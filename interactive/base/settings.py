@@ -2,8 +2,11 @@
 
 An environment variable wins over the decorator argument, so an operator can
 tune a deployed image without editing code. Every value is checked when the
-decorator is applied, the decorator's own too when a variable overrides it;
-a bad one raises :class:`SettingError` naming it.
+decorator is applied, the decorator's own too when a variable overrides it. A bad
+argument raises :class:`SettingError` naming it; a bad variable is returned by
+:func:`read_settings` instead (the decorator then leaves podcode off in that
+process, saying so in one line: :mod:`interactive.base.activation`), and raised
+only by :func:`build_settings`.
 
 The names are flat for the user (``@vscode(port=...)``, ``PODCODE_PORT``); inside,
 :func:`build_settings` puts each in its typed group (``settings.ports.port``), and
@@ -313,8 +316,9 @@ def _hook(name: str, value: object) -> Hook | None:
             target: Any = importlib.import_module(module_name)
             for part in attr.split("."):
                 target = getattr(target, part)
-        except (ImportError, AttributeError) as exc:
-            raise SettingError(name, value, f"cannot import it ({exc})") from None
+        except Exception as exc:  # the module's own import may raise anything
+            raise SettingError(name, value, f"cannot import it ({type(exc).__name__}: {exc}); "
+                               "expected 'package.module:function'") from None
         if callable(target):
             return target  # type: ignore[no-any-return]
     raise SettingError(name, value, "expected a callable or 'package.module:function'")
@@ -325,8 +329,12 @@ def _workspace(name: str, value: object) -> Path | None:
         return None
     if not isinstance(value, (str, os.PathLike)):
         raise SettingError(name, value, "expected a folder path")
-    path = Path(value).expanduser().resolve()
-    if not path.is_dir():
+    try:
+        path = Path(value).expanduser().resolve()
+        found = path.is_dir()
+    except (OSError, RuntimeError) as exc:  # ~nobody, a folder we may not look into
+        raise SettingError(name, value, f"cannot be resolved ({exc})") from None
+    if not found:
         raise SettingError(name, value, "folder does not exist")
     return path
 
@@ -367,7 +375,20 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
 
 
 def build_settings(arguments: Mapping[str, object], environ: Environ | None = None) -> Settings:
-    """Check decorator ``arguments``, apply ``PODCODE_*`` overrides, return Settings."""
+    """Check decorator ``arguments``, apply ``PODCODE_*`` overrides, return Settings; a bad
+    argument or variable raises :class:`SettingError`."""
+    settings, refused = read_settings(arguments, environ)
+    if refused:
+        raise refused[0]
+    return settings
+
+
+def read_settings(
+    arguments: Mapping[str, object], environ: Environ | None = None
+) -> tuple[Settings, tuple[SettingError, ...]]:
+    """Settings from decorator ``arguments`` and the ``PODCODE_*`` overrides, and the
+    variables refused: a bad argument raises :class:`SettingError` (a mistake in the
+    code), a bad variable is left out (the argument or default stays) and returned."""
     environ = os.environ if environ is None else environ
     unknown = sorted(set(arguments) - set(NAMES))
     if unknown:
@@ -375,14 +396,28 @@ def build_settings(arguments: Mapping[str, object], environ: Environ | None = No
             unknown[0], arguments[unknown[0]], f"unknown setting; known: {', '.join(NAMES)}"
         )
     values: dict[str, Any] = {}
+    refused: list[SettingError] = []
     for name in NAMES:
         raw = environ.get(env_name(name))
         if name in arguments:
-            given = _checked_argument(name, arguments[name], overridden=raw is not None)
-            values[name] = given
+            values[name] = _checked_argument(name, arguments[name], overridden=raw is not None)
         if raw is not None:
-            values[name] = PARSERS[name](name, raw)
-    return grouped(values)
+            try:
+                values[name] = _parse_variable(name, raw)
+            except SettingError as exc:
+                refused.append(exc)
+    return grouped(values), tuple(refused)
+
+
+def _parse_variable(name: str, raw: str) -> Any:
+    """``PODCODE_<NAME>``'s value parsed; whatever goes wrong is a :class:`SettingError`
+    (a variable of the environment must never stop the task with a traceback)."""
+    try:
+        return PARSERS[name](name, raw)
+    except SettingError:
+        raise
+    except Exception as exc:  # a parser's surprise is still a bad value
+        raise SettingError(name, raw, f"cannot be read ({type(exc).__name__}: {exc})") from None
 
 
 def grouped(values: Mapping[str, Any]) -> Settings:
@@ -410,7 +445,9 @@ def _checked_argument(name: str, value: object, overridden: bool) -> Any:
 
 
 def is_enabled(environ: Environ | None = None) -> bool:
-    """Active when PODCODE_ENABLE=1, or inside Kubernetes unless PODCODE_ENABLE=0."""
+    """Active when PODCODE_ENABLE=1, or inside Kubernetes unless PODCODE_ENABLE=0. A bad
+    PODCODE_ENABLE raises :class:`SettingError`; the decorator asks
+    :func:`interactive.base.activation.activation`, which never raises."""
     environ = os.environ if environ is None else environ
     flag = environ.get("PODCODE_ENABLE")
     if flag is not None and flag.strip() != "":

@@ -5,20 +5,25 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
-from interactive.base import context
+from interactive.base import console, context
+from interactive.base.activation import Activation, activation
 from interactive.base.names import RAW_ATTRIBUTE, task_name
-from interactive.base.settings import Settings, build_settings, is_enabled
+from interactive.base.settings import Settings, read_settings
 from interactive.base.types import TaskRef
 from interactive.distributed import collective
 from interactive.task import preempt, travel
 
 F = TypeVar("F", bound=Callable[..., Any])
+log = logging.getLogger(__name__)
+_REPORTED: set[tuple[int, str]] = set()
+"""(process, variable) already reported: a refused variable is one line per process."""
 
 
 def task_ref(fn: Callable[..., Any], workspace: Path | None = None) -> TaskRef:
@@ -94,11 +99,14 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     """Open a VS Code debug session in the pod when the task fails (or before it starts).
 
     Usable bare (``@vscode``) or with settings (``@vscode(mode="startup")``); see
-    docs/configuration.md. Settings are checked now, when the decorator is applied.
+    docs/configuration.md. Settings are checked now, when the decorator is applied: a bad
+    argument raises :class:`SettingError`; a bad ``PODCODE_*`` variable never raises, it
+    keeps podcode off in the process and is reported once, at the first call.
     """
-    checked = build_settings(settings)
+    console.install()
+    checked, refused = read_settings(settings)
     carried = travel.Carried.here()
-    if is_enabled():  # before the task's init_process_group, which reads it
+    if activation(os.environ, refused).enabled:  # before the task's init_process_group
         collective.prefer_raised_nccl_errors()
         preempt.install_ahead()  # a session waiting on any thread is woken by SIGTERM
 
@@ -173,7 +181,8 @@ def _read_once(
     load: Callable[[], Callable[..., Any]], carried: travel.Carried
 ) -> Callable[[], Callable[..., Any] | None]:
     """The enabled path (``load()``) or None when podcode is off: the environment is read
-    once per process, at a wrapper's first call there, and the answer kept.
+    once per process, at a wrapper's first call there, and the answer kept. A refused
+    ``PODCODE_*`` variable keeps podcode off there, said in one line (:func:`_report`).
 
     Nothing process-local is held (a lock, a ContextVar: ``context`` is reached through its
     module): cloudpickle ships a task of ``__main__`` by value, closure and globals, to
@@ -186,7 +195,19 @@ def _read_once(
         if pid not in chosen:
             chosen.clear()  # another process's answer, shipped with the wrapper
             carried.arrive()
-            chosen[pid] = load() if is_enabled() else None
+            console.install()
+            decided = activation(os.environ)
+            _report(decided, pid)
+            chosen[pid] = load() if decided.enabled else None
         return chosen[pid]
 
     return enabled_path
+
+
+def _report(decided: Activation, pid: int) -> None:
+    """Log each refused variable once in process ``pid``: an error when it keeps podcode
+    off, a warning when podcode is off anyway."""
+    for variable, line in decided.lines():
+        if (pid, variable) not in _REPORTED:
+            _REPORTED.add((pid, variable))
+            log.log(decided.level, "%s", line)
