@@ -162,3 +162,25 @@ def test_every_command_kind_has_its_own_branch(session: type[FakeSession]) -> No
             outcomes[kind] = type(exc).__name__
     assert outcomes == {CommandKind.RESUME: "int", CommandKind.ABORT: "ValueError",
                         CommandKind.REAPED: "Reaped", CommandKind.PREEMPTED: "SystemExit"}
+
+
+def test_the_traceback_a_user_reads_starts_in_their_own_code() -> None:
+    """The runner catches the task's exception in its own frame; what is logged and
+    re-raised starts at the task's frame."""
+    import os
+
+    from interactive.base import errors
+
+    def task() -> None:
+        raise ValueError("bug")
+
+    runner_like = compile("def call(fn):\n    try:\n        fn()\n    except ValueError as e:\n"
+                          "        return e.__traceback__\n",
+                          os.path.join(errors._PACKAGE, "runner_like.py"), "exec")
+    space: dict[str, Any] = {}
+    exec(runner_like, space)
+    caught = space["call"](task)
+    assert caught.tb_frame.f_code.co_filename.endswith("runner_like.py")
+    trimmed = errors.from_the_task(caught)
+    assert trimmed is not None and trimmed.tb_frame.f_code.co_name == "task"
+    assert errors.from_the_task(None) is None

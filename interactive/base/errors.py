@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from types import TracebackType
+
 
 class PodcodeError(Exception):
     """Base class of every error podcode raises on purpose."""
@@ -56,3 +59,16 @@ def add_note(error: BaseException, note: str) -> None:
         notes.append(note)
     else:
         error.__notes__ = [note]
+
+
+_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+"""The ``interactive`` package's folder: frames there are podcode's, not the task's."""
+
+
+def from_the_task(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without its first frames that are podcode's (the runner that called the task):
+    the traceback a user reads starts in their own code."""
+    head = tb
+    while head is not None and head.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+        head = head.tb_next
+    return head or tb

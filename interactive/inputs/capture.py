@@ -46,13 +46,7 @@ from interactive.base.errors import InputsError
 from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
-from interactive.inputs.snapshot import (
-    BIG_BYTES,
-    Argument,
-    BufferSink,
-    CallSnapshot,
-    argument_digest,
-)
+from interactive.inputs.snapshot import BIG_BYTES, Argument, BufferSink, CallSnapshot
 from interactive.storage import pickles
 
 log = logging.getLogger(__name__)
@@ -75,8 +69,9 @@ class CaptureReport:
     def notes(self) -> list[str]:
         """What the session says about its inputs, one line per argument concerned."""
         return [
-            *(f"input {name!r} could not be saved ({why}); 'debug again' needs it supplied "
-              "by hand" for name, why in self.failed.items()),
+            *(f"input {name!r} could not be saved ({why}): resume calls the task with it as "
+              "the task left it, and 'debug again' needs it supplied by hand"
+              for name, why in self.failed.items()),
             *(f"input {name!r} {why}" for name, why in self.at_failure.items()),
         ]
 
@@ -148,10 +143,10 @@ def _write_arguments(
         else:
             try:
                 blob = sink.dumps(value)
-            except Exception as exc:  # pickling can raise anything a __reduce__ raises
+            except _PICKLING_ERRORS as exc:  # anything a __reduce__ raises, even these
                 entry["error"] = report.failed[name] = f"{type(exc).__name__}: {exc}"
                 continue
-            why = _at_failure(taken, blob, sink.buffers[start:])
+            why = _at_failure(taken)
             if why:
                 entry["at_failure"] = report.at_failure[name] = why
         try:
@@ -252,21 +247,18 @@ def _save_text(
     return total + written
 
 
-def _at_failure(
-    taken: Argument | None, blob: bytes, buffers: list[pickle.PickleBuffer]
-) -> str | None:
-    """Why an argument pickled now is not as it was at the call (None: it is, or no
+_PICKLING_ERRORS = (Exception, KeyboardInterrupt, SystemExit)
+"""What an argument's own pickling code may raise: a ``KeyboardInterrupt`` or
+``SystemExit`` raised there loses that argument, never the session."""
+
+
+def _at_failure(taken: Argument | None) -> str | None:
+    """Why an argument pickled now may not be as it was at the call (None: it is, or no
     snapshot was asked for)."""
-    if taken is None:
+    if taken is None or taken.not_kept is None:
         return None
-    if taken.error is not None:
-        return (f"could not be copied at the call ({taken.error}): 'debug again' and resume "
-                "use its state at the failure")
-    if taken.digest is not None and argument_digest(blob, buffers) != taken.digest:
-        return ("was changed by the task before it failed and was too large to copy at the "
-                "call (raise PODCODE_MAX_SNAPSHOT_BYTES): 'debug again' and resume use its "
-                "state at the failure")
-    return None
+    return (f"was not copied at the call ({taken.not_kept}): resume and 'debug again' use its "
+            "state at the failure")
 
 
 def save_session_inputs(
@@ -397,6 +389,15 @@ def _default_task(home: Path, environ: Mapping[str, str]) -> str:
     )
 
 
+class _Missing:
+    def __repr__(self) -> str:
+        return "<not saved>"
+
+
+MISSING: Any = _Missing()
+"""Stands for an argument that :func:`load_each` could not load."""
+
+
 def load_inputs(
     task: str | None = None, home: Path | None = None, *, folder: Path | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -416,6 +417,22 @@ def load_inputs(
             f"inputs {', '.join(map(repr, missing))} of {manifest['task']} could not be saved "
             "when the task failed (see the session log); call the task with your own values"
         )
+    args, kwargs = load_each(folder, manifest)
+    names = [entry["name"] for entry in manifest["arguments"]]
+    unreadable = [name for name, value in zip(names, [*args, *kwargs.values()], strict=True)
+                  if value is MISSING]
+    if unreadable:
+        raise InputsError(f"inputs {', '.join(map(repr, unreadable))} of {manifest['task']} "
+                          f"cannot be loaded from {folder} (see the warning above)")
+    return tuple(args), kwargs
+
+
+def load_each(
+    folder: Path, manifest: dict[str, Any] | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """Every argument of the capture in ``folder`` that can be loaded, each on its own:
+    :data:`MISSING` in the place of one that was not saved or does not load (logged)."""
+    manifest = manifest or _read_manifest(folder)
     try:
         buffers = pickles.views(pickles.map_file(folder / "buffers.bin"), manifest["buffers"])
     except pickles.Truncated:
@@ -425,16 +442,24 @@ def load_inputs(
     with open(folder / "data.bin", "rb") as data:
         blob = data.read()
     for entry in manifest["arguments"]:
-        first, last = entry["buffers"]
-        chunk = blob[entry["offset"] : entry["offset"] + entry["size"]]
-        if entry.get("text"):
-            value = chunk.decode("utf-8", "surrogatepass")
-        else:
-            value = pickles.loads(chunk, buffers[first:last])
-        if isinstance(value, (pickle.PickleBuffer, memoryview)):
-            value = bytes(value)  # a big bytes argument, saved out of band
+        value = MISSING if "error" in entry else _load_argument(entry, blob, buffers)
         if entry["kind"] == "positional":
             args.append(value)
         else:
             kwargs[entry["name"]] = value
-    return tuple(args), kwargs
+    return args, kwargs
+
+
+def _load_argument(entry: dict[str, Any], blob: bytes, buffers: list[Any]) -> Any:
+    first, last = entry["buffers"]
+    chunk = blob[entry["offset"] : entry["offset"] + entry["size"]]
+    if entry.get("text"):
+        return chunk.decode("utf-8", "surrogatepass")
+    try:
+        value = pickles.loads(chunk, buffers[first:last])
+    except Exception as exc:  # a class that moved or changed since the capture
+        log.warning("input %r cannot be loaded (%s: %s)", entry["name"], type(exc).__name__, exc)
+        return MISSING
+    if isinstance(value, (pickle.PickleBuffer, memoryview)):
+        value = bytes(value)  # a big bytes argument, saved out of band
+    return value

@@ -5,23 +5,20 @@ a dict, normalises an array). Captured at the failure, resume and "debug again" 
 run on the leftovers. So the enabled path takes a snapshot before the task runs, and
 the capture at the failure writes the snapshot instead of the changed objects.
 
-The snapshot is a pickle (protocol 5) of each argument, with its large contiguous
-buffers (NumPy arrays, PyTorch storages, ``bytearray``) out of band:
+The success path must be free: almost every call succeeds. So each argument's cost is
+decided first (:mod:`interactive.inputs.sizing`: by buffer sizes and a bounded walk, no
+pickling, no code of the argument's own classes), then only what is worth it is copied:
 
-- immutable arguments (numbers, strings, bytes, tuples of them) cannot change: nothing
-  is kept, the capture pickles them at the failure;
-- read-only buffers inside other objects cannot change: kept by reference, no copy;
-- writable buffers are copied while the call's copies stay within
-  ``max_snapshot_bytes``; beyond it, only a fingerprint (BLAKE3) of the argument is
-  kept, and at the failure podcode tells whether the task changed it (then the session
-  says plainly that its saved state is the one at the failure);
-- an argument that cannot be pickled at the call, or that holds a tensor on a GPU (a
-  copy to the host at every call would cost too much), is captured at the failure,
-  and the session says so.
+- nothing that cannot change in place (numbers, strings, tuples of them, read-only
+  arrays and memory-mapped files): the capture pickles it at the failure;
+- arguments within ``max_snapshot_bytes`` (for the whole call) are pickled (protocol 5)
+  with their writable buffers (NumPy arrays, PyTorch storages, ``bytearray``) copied
+  out of band; read-only buffers inside them are kept by reference;
+- anything else (over the budget, a class with its own pickling code, more objects than
+  the walk looks at, a tensor on a GPU, a writable memory-mapped file, an argument that
+  does not pickle) is captured at the failure, and the session names it with the reason.
 
-Calls whose arguments are all immutable scalars, strings, bytes or tuples of them need
-no snapshot and pay one type check per argument. With ``snapshot_inputs="failure"``
-nothing is taken at the call.
+With ``snapshot_inputs="failure"`` nothing is taken at the call.
 """
 
 from __future__ import annotations
@@ -31,27 +28,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from interactive.inputs import tensors
+from interactive.inputs import sizing, tensors
 from interactive.storage import pickles
-from interactive.storage.hashing import fingerprint
 
-_ATOMS: frozenset[type] = frozenset(
-    {int, float, complex, bool, str, bytes, type(None), range, frozenset}
-)
-BIG_BYTES = 1 << 20
-"""``bytes`` objects at least this large go out of band (and are never copied)."""
+BIG_BYTES = sizing.BIG_BYTES
 
 
 @dataclass(frozen=True)
 class Argument:
-    """One argument at the call: its pickle and buffers, or a fingerprint, or why not."""
+    """One argument at the call: its pickle and buffers, or why it was not kept."""
 
     blob: bytes | None = None
     buffers: tuple[pickle.PickleBuffer, ...] = ()
-    digest: bytes | None = None
-    """Set instead of ``blob`` when the argument was over the snapshot budget."""
-    error: str | None = None
-    """Why the argument could not be pickled at the call."""
+    not_kept: str | None = None
+    """Why the argument was not copied at the call (its state at the failure is used)."""
 
 
 UNCHANGEABLE = Argument()
@@ -78,61 +68,88 @@ class BufferSink:
         return pickles.dumps(_wrap_bytes(value), self.buffers, self._torch_dumps)
 
 
+class _OutOfBand:
+    """A big ``bytes`` or ``bytearray`` argument, pickled as its type over one out-of-band
+    buffer: a ``bytes`` is kept by reference, a ``bytearray`` copied once (in band, the
+    pickle would grow into a second copy)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bytes | bytearray) -> None:
+        self.value = value
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self.value), (pickle.PickleBuffer(self.value),))
+
+
 def _wrap_bytes(value: Any) -> Any:
-    if isinstance(value, bytes) and len(value) >= BIG_BYTES:
-        return pickle.PickleBuffer(value)
+    if type(value) in (bytes, bytearray) and len(value) >= BIG_BYTES:
+        return _OutOfBand(value)
     return value
-
-
-def immutable(value: Any) -> bool:
-    """Whether ``value`` cannot be changed in place (scalars, strings, tuples of them)."""
-    kind = type(value)
-    if kind in _ATOMS:
-        return True
-    return kind is tuple and all(immutable(item) for item in value)
-
-
-def argument_digest(blob: bytes, buffers: list[pickle.PickleBuffer]) -> bytes:
-    """The fingerprint an argument's pickle and buffers are compared by."""
-    return fingerprint([blob, *pickles.raw_buffers(buffers)])
 
 
 def take(
     args: tuple[Any, ...], kwargs: Mapping[str, Any], budget: int
 ) -> CallSnapshot | None:
-    """The call's arguments now, copying at most ``budget`` bytes of writable buffers;
-    None when no argument can change in place."""
-    values = [*args, *kwargs.values()]
-    if all(immutable(value) for value in values):
+    """The call's arguments now, copying at most ``budget`` bytes in all; None when no
+    argument can change in place. Never raises, never runs an argument's own code."""
+    estimates = [sizing.estimate(value) for value in (*args, *kwargs.values())]
+    if all(found.verdict == sizing.UNCHANGEABLE for found in estimates):
         return None
-    sink = BufferSink(host_only=True)  # a GPU tensor: captured at the failure, said so
-    room = [budget]
-    return CallSnapshot(tuple(_argument(sink, value, room) for value in values))
+    sink: BufferSink | None = None
+    room = budget
+    arguments = []
+    for value, found in zip((*args, *kwargs.values()), estimates, strict=True):
+        if found.verdict == sizing.UNCHANGEABLE:
+            arguments.append(UNCHANGEABLE)
+        elif found.verdict != sizing.KEEP:
+            arguments.append(Argument(not_kept=found.reason))
+        elif found.nbytes > room:
+            arguments.append(Argument(not_kept=_over_budget(found.nbytes, room, budget)))
+        else:
+            sink = sink or BufferSink(host_only=True)  # a GPU tensor: left, said so
+            kept = _copy(sink, value, room, budget)
+            room -= _size(kept)
+            arguments.append(kept)
+    return CallSnapshot(tuple(arguments))
 
 
-def _argument(sink: BufferSink, value: Any, room: list[int]) -> Argument:
-    if immutable(value):
-        return UNCHANGEABLE
-    start = len(sink.buffers)
+def _copy(sink: BufferSink, value: Any, room: int, budget: int) -> Argument:
+    """``value`` pickled with its writable buffers copied, if that fits in ``room``."""
     try:
         blob = sink.dumps(value)
-    except Exception as exc:  # pickling can raise anything a __reduce__ raises
-        return Argument(error=f"{type(exc).__name__}: {exc}")
-    found = sink.buffers[start:]
-    del sink.buffers[start:]
-    try:
-        views = pickles.raw_buffers(found)
-    except BufferError as exc:
-        return Argument(error=f"BufferError: {exc}")
+        views = pickles.raw_buffers(sink.buffers)
+    except Exception as exc:  # a library's pickling raised: the capture tries again
+        sink.buffers.clear()
+        return Argument(not_kept=f"it could not be pickled at the call ({type(exc).__name__}: "
+                                 f"{exc})")
+    found, sink.buffers = sink.buffers, []
     writable = sum(view.nbytes for view in views if not view.readonly)
-    if len(blob) + writable > room[0]:
-        return Argument(digest=argument_digest(blob, found))
-    room[0] -= len(blob) + writable
+    if len(blob) + writable > room:
+        return Argument(not_kept=_over_budget(len(blob) + writable, room, budget))
     kept = tuple(
         buffer if view.readonly else pickle.PickleBuffer(bytearray(view))
         for buffer, view in zip(found, views, strict=True)
     )
     return Argument(blob=blob, buffers=kept)
+
+
+def _size(argument: Argument) -> int:
+    return len(argument.blob or b"") + sum(
+        memoryview(buffer).nbytes for buffer in argument.buffers
+        if not memoryview(buffer).readonly
+    )
+
+
+def _over_budget(size: int, room: int, budget: int) -> str:
+    taken = budget - room
+    left = f", of which the arguments before it took {_mib(taken)}" if taken else ""
+    return (f"it is {_mib(size)}, over max_snapshot_bytes ({_mib(budget)}{left}; raise "
+            "PODCODE_MAX_SNAPSHOT_BYTES to copy it at every call)")
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1 << 20):.1f} MiB"
 
 
 def restore(live: Any, saved: Any) -> Any:

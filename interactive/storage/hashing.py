@@ -38,7 +38,7 @@ import sys
 import types
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from blake3 import blake3
@@ -238,14 +238,6 @@ def _compiled(code: types.CodeType) -> bytes:
     consts = [_compiled(c) if isinstance(c, types.CodeType) else repr(c).encode()
               for c in code.co_consts]
     return b"\0".join([code.co_code, repr(code.co_names).encode(), *consts])
-
-
-def fingerprint(parts: Iterable[Any]) -> bytes:
-    """BLAKE3 of flat byte buffers, in order (a large one hashed on several threads)."""
-    hasher = blake3()
-    for part in parts:
-        _buffer(hasher, part)
-    return bytes(hasher.digest())
 
 
 def _buffer(hasher: Any, data: Any) -> None:

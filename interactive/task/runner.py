@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from interactive.base.context import current_task
-from interactive.base.errors import InputsError, Reaped, add_note
+from interactive.base.errors import InputsError, Reaped, add_note, from_the_task
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings, podcode_home, workspace_for
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 from interactive.distributed import collective
 from interactive.inputs import snapshot
-from interactive.inputs.capture import load_inputs
+from interactive.inputs.capture import MISSING, load_each
 from interactive.task import preempt
 from interactive.task.warmup import settle, warm_up
 
@@ -102,6 +102,7 @@ def _join_pod() -> None:
     """A rank of a distributed job tells the pod's other ranks it runs (once)."""
     from interactive.distributed import peers, ranks
 
+    collective.note_call()  # a group formed before the task is re-formed by podcode on resume
     try:
         info = ranks.detect()
     except Exception as exc:  # the launcher's variables, not the user's: say it, go on
@@ -214,16 +215,23 @@ def _leave(call: Call, edits: Callable[[], object] | None = None) -> NoReturn:
 
 def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The inputs as captured (as they were at the call, unless the session said
-    otherwise), set back into the caller's own objects where their type allows."""
-    if session.capture is not None and not session.capture.failed:
-        try:
-            args, kwargs = load_inputs(call.ref.name, session.home, folder=session.capture.folder)
-        except InputsError:
-            log.exception("captured inputs unreadable; resuming with the objects in memory")
-        else:
-            restored = tuple(map(snapshot.restore, call.args, args))
-            return restored, {k: snapshot.restore(call.kwargs.get(k), v) for k, v in kwargs.items()}
-    return call.args, call.kwargs
+    otherwise), each set back into the caller's own object where its type allows; an
+    argument that was not saved (the session named it) is passed as the task left it."""
+    if session.capture is None:
+        return call.args, call.kwargs
+    try:
+        args, kwargs = load_each(session.capture.folder)
+    except InputsError:
+        log.exception("captured inputs unreadable; resuming with the objects in memory")
+        return call.args, call.kwargs
+    return (
+        tuple(_restored(live, saved) for live, saved in zip(call.args, args, strict=False)),
+        {name: _restored(live, kwargs.get(name, MISSING)) for name, live in call.kwargs.items()},
+    )
+
+
+def _restored(live: Any, saved: Any) -> Any:
+    return live if saved is MISSING else snapshot.restore(live, saved)
 
 
 def debug_session(
@@ -281,7 +289,7 @@ def new_session(call: Call, excinfo: ExcInfo | None) -> Session:
     if excinfo is not None:
         log.error(  # the traceback first: nothing the session does can lose it
             "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__,
-            excinfo[1], exc_info=excinfo,
+            excinfo[1], exc_info=(excinfo[0], excinfo[1], from_the_task(excinfo[2])),
         )
         collective.abort_group()  # peers blocked on this rank fail now, not in 30 minutes
     return Session(ref, call.settings, workspace_for(ref, call.settings))
@@ -350,7 +358,7 @@ def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) ->
         return call.fn(*call.args, **call.kwargs)
     log.error("%s", why)
     add_note(excinfo[1], why)
-    raise excinfo[1].with_traceback(excinfo[2])
+    raise excinfo[1].with_traceback(from_the_task(excinfo[2]))
 
 
 def resume_inputs(
@@ -375,4 +383,4 @@ def resume_inputs(
 def _raise_original(excinfo: ExcInfo | None, ref: TaskRef) -> NoReturn:
     if excinfo is None:
         raise RuntimeError(f"{ref.name}: session aborted before the task ran")
-    raise excinfo[1].with_traceback(excinfo[2])
+    raise excinfo[1].with_traceback(from_the_task(excinfo[2]))
