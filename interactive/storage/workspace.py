@@ -129,21 +129,39 @@ class Snapshot:
         for rel in self.changed() if paths is None else paths:
             path = self.root / rel
             after = _read_text(path) if path.exists() else ""
-            if after is None or (rel in self.stamps and rel not in self.texts and path.exists()):
-                chunks.append(f"Binary or large file {prefix}{rel} changed\n")
-                continue
             name = f"{prefix}{rel}"
+            if after is None or (rel in self.stamps and rel not in self.texts and path.exists()):
+                chunks.append(f"Binary or large file {git_quote(name)} changed\n")
+                continue
             chunks.extend(
                 _terminated(
                     difflib.unified_diff(
                         self.texts.get(rel, "").splitlines(keepends=True),
                         after.splitlines(keepends=True),
-                        fromfile=f"a/{name}" if rel in self.stamps else "/dev/null",
-                        tofile=f"b/{name}" if path.exists() else "/dev/null",
+                        fromfile=git_quote(f"a/{name}") if rel in self.stamps else "/dev/null",
+                        tofile=git_quote(f"b/{name}") if path.exists() else "/dev/null",
                     )
                 )
             )
         return "".join(chunks)
+
+
+_GIT_ESCAPES = {0x07: "a", 0x08: "b", 0x09: "t", 0x0A: "n", 0x0B: "v", 0x0C: "f", 0x0D: "r",
+                0x22: '"', 0x5C: "\\"}
+
+
+def git_quote(name: str) -> str:
+    """``name`` as git writes a path in a patch: as it is when it is plain, else in double
+    quotes with C escapes (a backslash, a quote, a control character, bytes that are not
+    UTF-8: a file name may hold any of them), which ``git apply`` reads back."""
+    if name.isprintable() and '"' not in name and "\\" not in name:
+        return name  # bytes that are not UTF-8 (surrogate escapes) are not printable
+    quoted = "".join(
+        f"\\{_GIT_ESCAPES[byte]}" if byte in _GIT_ESCAPES
+        else chr(byte) if 0x20 <= byte < 0x7F else f"\\{byte:03o}"
+        for byte in os.fsencode(name)
+    )
+    return f'"{quoted}"'
 
 
 def _terminated(lines: Iterator[str]) -> Iterator[str]:
