@@ -150,9 +150,11 @@ def _case(name: str, path: Path, home: Path) -> list[dict[str, Any]]:
     return [
         figure(f"success_path_overhead_ms_{name}", overhead, unit="ms", goal=time_goal,
                baseline=[b["ms"] for b in bare], digits=3,
+               measures=f"time @vscode adds to a call that succeeds, input: {name}",
                baseline_is="the undecorated call (ms)", **extra),
         figure(f"success_path_rss_mib_{name}", grown, unit="MiB", goal=rss_goal,
                baseline=[b["grown"] / MIB for b in bare], digits=2,
+               measures=f"peak RSS @vscode adds to a call that succeeds, input: {name}",
                baseline_is="the undecorated call's peak RSS growth (MiB)", **extra),
     ]
 
