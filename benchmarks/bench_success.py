@@ -57,7 +57,8 @@ def build(name, path):
         return {i: i for i in range(2_000_000)}
     if name.startswith("dataframe_100mb"):
         import pandas as pd
-        return pd.DataFrame(np.ones((100 << 20) // 8 // 4 * 4).reshape(-1, 4), columns=list("abcd"))
+        rows = (100 << 20) // 8 // 4
+        return pd.DataFrame(np.ones((rows, 4)), columns=list("abcd"))
     if name.startswith("tensor_100mb"):
         import torch
         return torch.ones((100 << 20) // 4)
@@ -84,7 +85,6 @@ def main(name, decorated, path):
     kept = 0
     copy_ms = 0.0
     if name.endswith("_kept"):
-        import pickle
         from interactive.inputs import snapshot
         taken = snapshot.take((value,), {}, int(os.environ["PODCODE_MAX_SNAPSHOT_BYTES"]))
         [argument] = taken.arguments
@@ -100,7 +100,7 @@ def main(name, decorated, path):
     times = []
     peak_reset()
     before = status("VmRSS")
-    for _ in range(%(calls)d):
+    for _ in range(int(sys.argv[4])):
         started = time.perf_counter()
         task(value)
         times.append((time.perf_counter() - started) * 1e3)
@@ -109,7 +109,7 @@ def main(name, decorated, path):
                       "copy_ms": copy_ms}))
 
 main(sys.argv[1], sys.argv[2] == "1", sys.argv[3])
-''' % {"calls": CALLS}
+'''
 
 NOTHING_COPIED = ["memmap_1gib", "bytearray_200mb", "objects_1m", "dict_2m", "dataframe_100mb",
                   "tensor_100mb", "own_reduce"]
@@ -121,7 +121,7 @@ def _run(name: str, decorated: bool, path: Path, home: Path) -> dict[str, float]
     if name.endswith("_kept"):
         env["PODCODE_MAX_SNAPSHOT_BYTES"] = KEEP_ALL
     done = subprocess.run(
-        [sys.executable, "-c", WORKER, name, "1" if decorated else "0", str(path)],
+        [sys.executable, "-c", WORKER, name, "1" if decorated else "0", str(path), str(CALLS)],
         capture_output=True, text=True, env=env, timeout=600, check=False,
         cwd=Path(__file__).resolve().parents[1],
     )
