@@ -2,15 +2,17 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import get_type_hints
+from typing import Any, get_type_hints
 
 import pytest
 
 from interactive import SettingError, vscode
+from interactive.task import decorator
 
 
 def test_bare_and_with_arguments_preserve_name_signature_and_hints() -> None:
@@ -112,3 +114,82 @@ def test_a_task_defined_in_a_script_pickles_by_value_and_decides_anew(tmp_path: 
     worker = subprocess.run([sys.executable, "-c", WORKER, str(shipped)], cwd=tmp_path,
                             env=env, capture_output=True, text=True, check=False)
     assert worker.stdout.split() == ["2", "3", "6"], worker.stderr
+
+
+def _enabled_path_taken(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Which enabled paths the wrappers took (the runner is never reached here)."""
+    taken: list[str] = []
+
+    def load(kind: str) -> Any:
+        def runner(function: Any, ref: Any, checked: Any, args: Any, kwargs: Any) -> Any:
+            taken.append(kind)
+            return function(*args, **kwargs)
+
+        return lambda: runner
+
+    monkeypatch.setattr(decorator, "_load_run_task", load("sync"))
+    monkeypatch.setattr(decorator, "_load_run_task_async", load("async"))
+    return taken
+
+
+@pytest.mark.parametrize(("flag", "level"), [("0", "WARNING"), ("1", "ERROR")])
+def test_a_bad_variable_never_raises_and_is_said_once_per_process(
+    flag: str, level: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(decorator, "_REPORTED", set())
+    taken = _enabled_path_taken(monkeypatch)
+    monkeypatch.setenv("PODCODE_ENABLE", flag)
+    monkeypatch.setenv("PODCODE_MAX_IDLE_SECONDS", "abc")
+
+    @vscode
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @vscode(owner="ana@example.com")
+    async def double(a: int) -> int:
+        return 2 * a
+
+    with caplog.at_level(logging.WARNING, logger=decorator.__name__):
+        assert [add(1, 2), add(2, 2), asyncio.run(double(3)), asyncio.run(double(4))] == [
+            3, 4, 6, 8]
+    assert taken == []  # podcode stays off, on or not
+    [record] = [r for r in caplog.records if r.name == decorator.__name__]
+    assert record.levelname == level and record.getMessage().startswith(
+        "PODCODE_MAX_IDLE_SECONDS='abc'")
+
+    monkeypatch.delenv("PODCODE_MAX_IDLE_SECONDS")  # the control: the same, fixed
+
+    @vscode
+    def fixed(a: int) -> int:
+        return a
+
+    assert fixed(1) == 1 and taken == (["sync"] if flag == "1" else [])
+
+
+@pytest.mark.parametrize("arguments", [{"max_idle_seconds": "abc"}, {"bogus": 1}])
+@pytest.mark.parametrize("flag", ["0", "1", "maybe"])
+def test_a_bad_argument_in_the_code_still_fails_at_decoration(
+    arguments: dict[str, Any], flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PODCODE_ENABLE", flag)
+    monkeypatch.setenv("PODCODE_PORT", "http")
+    with pytest.raises(SettingError, match=repr(next(iter(arguments)))):
+        vscode(**arguments)
+
+
+def test_a_bad_variable_carried_to_another_process_is_said_there(tmp_path: Path) -> None:
+    """A task shipped by value takes the variables set where it was decorated; a bad one
+    is refused in the process that runs it, at its first call there, in one line."""
+    pytest.importorskip("cloudpickle")
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PODCODE_")}
+    shipped = tmp_path / "task.pkl"
+    driver = subprocess.run([sys.executable, "driver.py", str(shipped)], cwd=tmp_path,
+                            env={**env, "PODCODE_MAX_IDLE_SECONDS": "abc"},
+                            check=True, capture_output=True, text=True)
+    worker = subprocess.run([sys.executable, "-c", WORKER, str(shipped)], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, check=False)
+    assert worker.stdout.split() == ["2", "3", "6"], worker.stderr
+    for process in (driver, worker):
+        [line] = process.stderr.splitlines()
+        assert line.startswith("podcode: PODCODE_MAX_IDLE_SECONDS='abc' is ignored"), line

@@ -24,6 +24,7 @@ from interactive.base.settings import (
     env_name,
     is_enabled,
     podcode_home,
+    read_settings,
 )
 
 
@@ -245,3 +246,46 @@ def test_numbers_are_finite_and_bounded(name: str, raw: object) -> None:
         with pytest.raises(SettingError) as raised:
             build_settings(given, environ)
         assert env_name(name) in str(raised.value) and "finite number" in str(raised.value)
+
+
+def test_a_bad_variable_is_returned_not_raised_and_the_argument_stays() -> None:
+    """The environment is not the code: a mistyped variable is left out (the decorator's
+    argument, else the default, stays) and handed back for the caller to report."""
+    settings, refused = read_settings(
+        {"max_idle_seconds": 60, "port": 9000},
+        {"PODCODE_MAX_IDLE_SECONDS": "abc", "PODCODE_PORT": "9100", "PODCODE_BIND": "::1"},
+    )
+    assert settings.idle.max_idle_seconds == 60 and settings.ports.port == 9100
+    assert settings.ports.bind == "127.0.0.1"
+    reasons = {(e.name, e.value): e.reason for e in refused}
+    assert set(reasons) == {("max_idle_seconds", "abc"), ("bind", "::1")}
+    assert "finite number" in reasons["max_idle_seconds", "abc"]
+    assert "IPv6" in reasons["bind", "::1"]
+
+
+@pytest.mark.parametrize(
+    "arguments", [{"max_idle_seconds": "abc"}, {"bogus": 1}, {"on_reap": "nomod_xyz:fn"}]
+)
+def test_a_bad_argument_still_raises_whatever_the_environment(arguments: dict[str, object]) -> None:
+    with pytest.raises(SettingError) as raised:
+        read_settings(arguments, {"PODCODE_MAX_IDLE_SECONDS": "abc"})
+    assert repr(next(iter(arguments))) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "words"),
+    [
+        ("dcgm_url", "http://[not-closed/metrics", "cannot be read (ValueError"),
+        ("workspace", "~no_such_user_podcode_xyz/src", "cannot be resolved"),
+        ("on_reap", "broken_on_import_xyz:save", "cannot import it (RuntimeError: boom)"),
+    ],
+)
+def test_a_variable_that_makes_its_parser_fail_is_a_refused_setting(
+    name: str, raw: str, words: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a parser meets in a variable (a URL urllib cannot split, a home that does
+    not exist, a hook module that raises when imported) is a SettingError naming it."""
+    (tmp_path / "broken_on_import_xyz.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _, refused = read_settings({}, {env_name(name): raw})
+    assert [e.name for e in refused] == [name] and words in refused[0].reason, refused
