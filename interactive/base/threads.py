@@ -19,11 +19,12 @@ import concurrent.futures
 import contextlib
 import contextvars
 import queue
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
+
+from interactive.base import pydevd
 
 T = TypeVar("T")
 
@@ -38,20 +39,12 @@ def mark_service_thread(thread: threading.Thread | None = None) -> None:
     current = thread is None or thread is threading.current_thread()
     thread = thread or threading.current_thread()
     _register(thread)
-    thread.pydev_do_not_trace = True  # type: ignore[attr-defined]
-    thread.is_pydev_daemon_thread = True  # type: ignore[attr-defined]
+    pydevd.hide(thread)
     if current:
-        _stop_tracing_here()
-
-
-def _stop_tracing_here() -> None:
-    """Take the calling thread out of the debugger's tracing. A pool's worker is marked from
-    inside (its initializer), after the debugger started tracing it at birth; traced, every
-    line it runs (the monitor's samplers, each poll) costs several times its bare price."""
-    constants = sys.modules.get("_pydevd_bundle.pydevd_constants")
-    debugger = constants.get_global_debugger() if constants is not None else None
-    if debugger is not None:
-        debugger.disable_tracing()
+        # A pool's worker is marked from inside (its initializer), after the debugger
+        # started tracing it at birth; traced, every line it runs (the monitor's samplers,
+        # each poll) costs several times its bare price.
+        pydevd.stop_tracing_here()
 
 
 def _register(thread: threading.Thread) -> None:

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from interactive.base import pydevd
 from interactive.base.threads import start_thread
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _import_all() -> None:
             importlib.import_module(name)
         except Exception:  # the session will report it properly if it ever opens
             log.debug("warm-up import of %s failed", name, exc_info=True)
-    for step in (import_debugger, _compile_templates, quiet_debugpy_report):
+    for step in (import_debugger, _compile_templates, pydevd.quiet_environment_report):
         try:
             step()
         except Exception:
@@ -65,9 +65,8 @@ def _import_all() -> None:
 def import_debugger() -> None:
     """Import pydevd, keeping the task's ``breakpoint()`` hook until a session opens."""
     global _hooks
-    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     before = sys.breakpointhook
-    importlib.import_module("debugpy.server.api")
+    pydevd.import_debugger()
     if sys.breakpointhook is not before:
         _hooks = (sys.breakpointhook, before)
         sys.breakpointhook = before
@@ -77,23 +76,6 @@ def _compile_templates() -> None:
     from vscode_config import vscode
 
     vscode.prepare()
-
-
-def quiet_debugpy_report() -> None:
-    """Skip debugpy's environment report unless one of its logs takes ``info`` lines."""
-    from debugpy.common import log as debugpy_log
-
-    report: Any = debugpy_log.describe_environment
-    if getattr(report, "podcode_quiet", False):
-        return
-
-    def describe_environment(header: str) -> None:
-        files: dict[str, Any] = getattr(debugpy_log, "_files", {})
-        if any("info" in getattr(file, "levels", ("info",)) for file in files.values()):
-            report(header)
-
-    describe_environment.podcode_quiet = True  # type: ignore[attr-defined]
-    debugpy_log.describe_environment = describe_environment
 
 
 def warm_up() -> None:
