@@ -103,6 +103,11 @@ TASK = textwrap.dedent("""
         record.write_session(path.parent, data)
     (workspace / ".vscode").mkdir(parents=True)
     (workspace / ".vscode" / "podcode-session.json").write_text(json.dumps({"token": "tok-1"}))
+    (workspace / ".vscode" / "podcode").mkdir()
+    own = workspace / ".vscode" / "podcode" / f"session-{own_session_id()}.json"
+    own.write_text(json.dumps({"token": "tok-1"}))
+    other = workspace / ".vscode" / "podcode" / "session-1-2.json"
+    other.write_text(json.dumps({"token": "another session's"}))
     env = {**os.environ, SESSION_VARIABLE: own_session_id()}
     grandchild = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', " \\
                  "'import time; time.sleep(600)']); time.sleep(600)"
@@ -186,6 +191,8 @@ def test_sigkill_of_the_task_ends_its_whole_tree_and_clears_its_secrets(
         assert data["token"] is None and data["password"] is None
         assert data["state"] == "waiting" and isinstance(data["process_gone_at"], float)
     assert not (running.workspace / ".vscode" / "podcode-session.json").exists()
+    left = sorted(p.name for p in (running.workspace / ".vscode" / "podcode").iterdir())
+    assert left == ["session-1-2.json"]  # its own companion file (its token) gone
 
 
 def watchdogs_of(pid: int) -> list[psutil.Process]:

@@ -5,6 +5,10 @@ Every file podcode writes there is tracked in ``.vscode/podcode/written.json``: 
 created is removed at the end, one it merged into (``launch.json``, ``settings.json``,
 ``.gitignore``) is first copied to ``.vscode/podcode/originals/`` (comments and all) and
 put back at the end. A file the user edited during the session is left as it is.
+
+A session killed with SIGKILL leaves its companion file (``.vscode/podcode/session-<id>.json``,
+which holds its token) behind when its watchdog could not remove it: the next session to
+write here removes those of this host's sessions whose process is gone.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from interactive.base.files import parse_jsonc, strip_jsonc, write_json
+from interactive.base.identity import is_running
 from interactive.base.names import folder_name
 from interactive.base.types import TaskRef
 from vscode_config import vscode
@@ -41,6 +48,11 @@ OWN_SESSION_FILE = "podcode/session-{}.json"
 """Each session's own: the companion of the code-server a session starts reads the one
 named by ``PODCODE_SESSION_ID`` in its environment (several sessions of one process share
 a workspace, each with its own code-server)."""
+_OWN_FILE_NAME = re.compile(r"session-(?P<pid>\d+)(?:-(?P<started>\d+))?(?:-\d+)?\.json")
+"""``session-<pid>-<start in centiseconds>[-<n>].json`` (see :data:`OWN_SESSION_FILE`)."""
+HOST = socket.gethostname()
+"""Written into each companion file: only a session of the same host (pod) can tell
+whether the process that wrote it is gone (a workspace may be shared between pods)."""
 WRITTEN = Path("podcode") / "written.json"
 ORIGINALS = Path("podcode") / "originals"
 HIDDEN_ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +160,9 @@ def write_configurations(
         written = _write(folder, source or workspace, task, home, debug, ranks, ide, desktop,
                          language_server)
         sessions = _users.setdefault(workspace.resolve(), {})
-        companion = {**control, "task": task.name, "postmortem": postmortem_name(written)}
+        prune_dead_sessions(folder, live=[*sessions, session])
+        companion = {**control, "task": task.name, "postmortem": postmortem_name(written),
+                     "host": HOST}
         sessions[session] = _Written(written, companion)
         _write_shared(folder, sessions, session)
         return folder / "launch.json"
@@ -177,6 +191,47 @@ def _write_shared(folder: Path, sessions: dict[str, _Written], newest: str) -> N
     write_json(folder / SESSION_FILE, sessions[newest].companion, mode=0o600)
     for session, written in sessions.items():
         write_json(folder / OWN_SESSION_FILE.format(session), written.companion, mode=0o600)
+
+
+def process_gone(session_file: str) -> bool:
+    """Whether the process of the session whose companion file is named ``session_file``
+    (``session-<pid>-<start>[-<n>].json``) is gone; False when the name cannot tell."""
+    match = _OWN_FILE_NAME.fullmatch(session_file)
+    if match is None or match["started"] is None:
+        return False
+    return is_running(int(match["pid"]), int(match["started"]) / 100) is False
+
+
+def prune_dead_sessions(folder: Path, live: Sequence[str] = ()) -> list[Path]:
+    """Remove from ``folder`` (a workspace's ``.vscode``) the companion files of this
+    host's sessions whose process is gone (their tokens), and the shared companion file
+    when it holds one of those tokens; the sessions named in ``live`` are kept. What was
+    removed."""
+    live_files = {OWN_SESSION_FILE.format(session).split("/")[-1] for session in live}
+    removed, tokens = [], set()
+    for path in sorted((folder / "podcode").glob("session-*.json")):
+        if path.name in live_files or not process_gone(path.name):
+            continue
+        data = _read_companion(path)
+        if data.get("host") != HOST:
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+        tokens.add(data.get("token"))
+    if tokens - {None} and _read_companion(folder / SESSION_FILE).get("token") in tokens:
+        (folder / SESSION_FILE).unlink(missing_ok=True)
+        removed.append(folder / SESSION_FILE)
+    for path in removed:
+        log.info("removed %s: its session's process is gone", path)
+    return removed
+
+
+def _read_companion(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def writable(folder: Path) -> bool:

@@ -48,6 +48,8 @@ GUARD_SECONDS = 2.0
 """How often the session checks that its watchdog still runs where no pidfd wakes it."""
 STOP = b"stop"
 COMPANION_FILE = Path(".vscode") / "podcode-session.json"
+OWN_COMPANIONS = Path(".vscode") / "podcode"
+"""Where each session's own companion file is (``session-<id>.json``)."""
 
 
 @dataclass(frozen=True)
@@ -212,15 +214,12 @@ def end_processes(marker: tuple[str, str], grace_seconds: float, rounds: int = 3
 
 def clear_records(orders: Orders, now: float) -> int:
     """Mark the session's records as left by a dead process, secrets cleared; the companion
-    file (in the workspace, or the configurations' folder beside a read-only one) removed
-    when it holds this session's token. How many changed."""
+    files (in the workspace, or the configurations' folder beside a read-only one) removed
+    when they hold this session's token. How many records changed."""
     own = record.read_record(orders.records[0]) if orders.records else None
     root = (own or {}).get("config_root") or (own or {}).get("workspace")
     if own is not None and isinstance(root, str):
-        companion_path = Path(root) / COMPANION_FILE
-        companion = record.read_record(companion_path)
-        if companion is not None and companion_to_remove(own, companion):
-            companion_path.unlink(missing_ok=True)
+        remove_companions(Path(root), own)
     changed = 0
     for path in orders.records:
         for temp in path.parent.glob(temp_pattern(path, orders.pid)):
@@ -230,6 +229,18 @@ def clear_records(orders: Orders, now: float) -> int:
         except OSError as exc:
             log.warning("could not clear %s: %s", path, exc)
     return changed
+
+
+def remove_companions(root: Path, session: Mapping[str, object]) -> list[Path]:
+    """Remove the companion files under ``root`` that hold ``session``'s token: the
+    workspace's shared one and the session's own (``.vscode/podcode/session-<id>.json``)."""
+    removed = []
+    for path in [root / COMPANION_FILE, *sorted((root / OWN_COMPANIONS).glob("session-*.json"))]:
+        companion = record.read_record(path)
+        if companion is not None and companion_to_remove(session, companion):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def main(argv: Sequence[str] | None = None) -> int:
