@@ -1,7 +1,8 @@
 """The base layer: what every other layer shares, and nothing that runs.
 
 Owns the types (:class:`~interactive.base.types.TaskRef`, the clock), the errors, the
-settings and where ``$PODCODE_HOME`` is, the session's phases and commands, the
+settings and where ``$PODCODE_HOME`` is, whether podcode runs in a process and podcode's
+log lines on the task's output, the session's phases and commands, the
 session's observable state, its ``session.json`` record (one writer, one reader), atomic
 file writes and VS Code's JSON with comments, task-name-to-folder, listening ports,
 process identity, the one helper that starts podcode's threads and the session's event
