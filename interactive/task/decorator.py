@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
@@ -24,6 +25,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger(__name__)
 _REPORTED: set[tuple[int, str]] = set()
 """(process, variable) already reported: a refused variable is one line per process."""
+_REPORTING = threading.Lock()
 
 
 def task_ref(fn: Callable[..., Any], workspace: Path | None = None) -> TaskRef:
@@ -208,6 +210,8 @@ def _report(decided: Activation, pid: int) -> None:
     """Log each refused variable once in process ``pid``: an error when it keeps podcode
     off, a warning when podcode is off anyway."""
     for variable, line in decided.lines():
-        if (pid, variable) not in _REPORTED:
+        with _REPORTING:  # two threads' first calls at once still say it once
+            new = (pid, variable) not in _REPORTED
             _REPORTED.add((pid, variable))
+        if new:
             log.log(decided.level, "%s", line)
