@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,13 @@ def test_a_password_in_any_url_is_hidden_and_a_long_value_is_cut() -> None:
     assert "hunter2" not in line and "u:***@dcgm" in line
     shown = shown_value("x" * 1000)
     assert len(shown) == SHOWN_CHARS + 2 and shown.endswith("...'")
+
+
+def test_the_configuration_pages_lines_are_the_real_ones() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    shown = [line.strip() for line in page.splitlines()
+             if line.strip().startswith("podcode: PODCODE_MAX_IDLE_SECONDS=")]
+    real = [f"podcode: {line}" for on in (False, True)
+            for _, line in activation({"PODCODE_MAX_IDLE_SECONDS": "abc",
+                                       **(IN_POD if on else {})}).lines()]
+    assert shown == real
