@@ -5,6 +5,7 @@ port-forward."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -214,7 +215,7 @@ def test_ssh_and_resume_push_through_the_kubernetes_port_forward(
     code, out, err = cli("resume", "train-job-0", "-n", "ml", "--push",
                          str(laptop / "job.py"), "--local-root", str(laptop))
     assert code == Exit.OK, err
-    assert "Pushed 1 file(s)" in out and "patched: __main__.train" in out
+    assert "pushed 1 file(s)" in out.lower() and "patched: __main__.train" in out
     assert job.wait_exit() == 0
     assert "RESULT 30" in job.output()
 
@@ -244,3 +245,54 @@ def test_podcode_ssh_runs_a_command_and_says_when_a_session_serves_no_ssh(
         assert code.stdout.strip() == f"ran in {second.workspace}"
     finally:
         second.stop()
+
+
+FLOOD_JOB = """
+import resource
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))  # a task with few descriptors
+""" + JOB
+
+
+def flood(port: int, count: int) -> list[socket.socket]:
+    """``count`` connections to ``port`` that never say a word (as many as open)."""
+    opened = []
+    for _ in range(count):
+        try:
+            opened.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        except OSError:
+            break
+    return opened
+
+
+def said_before_closing(sock: socket.socket) -> bytes:
+    sock.settimeout(10)
+    data = b""
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data
+
+
+def test_a_flood_of_connections_that_never_log_in_starves_neither_healthz_nor_a_key_login(
+    job: Job, xdg: Path, tmp_path: Path
+) -> None:
+    """250 connections that never log in, against a task allowed 200 file descriptors
+    (issue 34: /healthz timed out): those beyond the bound are told why and closed."""
+    job.write("job.py", FLOOD_JOB)
+    record = job.start().wait_state("waiting")
+    opened = flood(record["ssh"]["port"], 250)
+    try:
+        assert len(opened) == 250
+        with urllib.request.urlopen(record["control_url"] + "/healthz", timeout=10) as answer:
+            assert answer.status == 200
+        refused = said_before_closing(opened[-1])
+        assert refused.startswith(b"SSH-2.0-") and b"too many connections" in refused
+        assert job.api("GET", "/api/status")[0] == 200
+    finally:
+        for sock in opened:
+            sock.close()
+    config = ssh_config(tmp_path)
+    login = openssh("ssh", config, "podcode-local", "echo", "in")
+    assert (login.returncode, login.stdout) == (0, "in\n"), login.stderr
+    assert "refusing more until they log in" in job.output()

@@ -7,7 +7,8 @@ default: reached through the Kubernetes port-forward, like the other listeners):
 - keys only: a host key made for this session (its public half pinned in the session's
   record, so the client checks it with no prompt) and the user keys of
   ``ssh_authorized_keys`` or pushed by ``podcode`` over the authenticated control API;
-  passwords and keyboard-interactive are refused;
+  passwords and keyboard-interactive are refused; at most :data:`MAX_UNAUTHENTICATED`
+  connections log in at once, each within :data:`LOGIN_GRACE_SECONDS`;
 - shell and exec run as the task's user, in the workspace, with the task's environment
   (its Python first on ``PATH``, ``PODCODE_SESSION_ID`` so ``load_inputs()`` finds this
   session, no secret of podcode's);
@@ -53,6 +54,15 @@ WINDOW_SECONDS = 60.0
 READ_BYTES = 65536
 CLOSE_SECONDS = 5.0
 """How long a finished command's channel may take to deliver its output and status."""
+MAX_UNAUTHENTICATED = 16
+"""Connections still logging in at once; one beyond is told "too many connections" and
+closed at once (OpenSSH's ``MaxStartups``). Each holds a file descriptor until it logs in
+or its grace time ends: without a bound, a flood of connections that never log in
+exhausts the task's descriptors (``ulimit -n``), which its own files and the control API's
+``/healthz`` need too. A person logs in over one or two at a time; an editor a few more."""
+LOGIN_GRACE_SECONDS = 30.0
+"""How long a connection may take to log in before it is closed (OpenSSH's
+``LoginGraceTime``): a key login takes well under a second, even through a port-forward."""
 STOP_GRACE_SECONDS = 10.0
 """How long a closing session waits for the commands running over SSH (not the shells,
 which never end by themselves): the ``podcode resume`` that ended it returns its status."""
@@ -199,6 +209,14 @@ class _Sftp(asyncssh.SFTPServer):
             self.channel.exit(0)
 
 
+def _refuse(conn: asyncssh.SSHServerConnection) -> None:
+    """Close a connection beyond :data:`MAX_UNAUTHENTICATED`, telling the client why."""
+    with contextlib.suppress(OSError, asyncssh.Error):
+        conn.disconnect(asyncssh.DISC_TOO_MANY_CONNECTIONS,
+                        f"too many connections logging in at once (at most "
+                        f"{MAX_UNAUTHENTICATED}): try again in a moment")
+
+
 class _Server(asyncssh.SSHServer):
     """One connection: key authentication only, tunnels to loopback only."""
 
@@ -209,10 +227,17 @@ class _Server(asyncssh.SSHServer):
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self._conn = conn
         self._endpoint.connections.add(conn)
+        if not self._endpoint.admit(conn):
+            asyncio.get_running_loop().call_soon(_refuse, conn)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._conn is not None:
             self._endpoint.connections.discard(self._conn)
+            self._endpoint.logged_in(self._conn)
+
+    def auth_completed(self) -> None:
+        if self._conn is not None:
+            self._endpoint.logged_in(self._conn)
 
     def begin_auth(self, username: str) -> bool:
         return True  # always authenticate: there is no anonymous access
@@ -272,6 +297,8 @@ class SshEndpoint:
         for key in keys:
             self.authorize(key)
         self.connections: set[asyncssh.SSHServerConnection] = set()
+        self._logging_in: set[asyncssh.SSHServerConnection] = set()
+        self._refusing = False
         self._children: set[asyncio.subprocess.Process] = set()
         self._running: set[asyncio.Task[Any]] = set()
         """The commands being served, shells aside (each until its exit status is sent)."""
@@ -294,6 +321,25 @@ class SshEndpoint:
         self._keys[key.public_data] = fingerprint(key)
         return self._keys[key.public_data]
 
+    def admit(self, conn: asyncssh.SSHServerConnection) -> bool:
+        """Whether a new connection may log in (at most :data:`MAX_UNAUTHENTICATED` at
+        once); a refusal is logged once per flood."""
+        if len(self._logging_in) >= MAX_UNAUTHENTICATED:
+            if not self._refusing:
+                log.warning("ssh: %d connections are logging in at once: refusing more until "
+                            "they log in or their %g s grace ends", MAX_UNAUTHENTICATED,
+                            LOGIN_GRACE_SECONDS)
+            self._refusing = True
+            return False
+        self._logging_in.add(conn)
+        return True
+
+    def logged_in(self, conn: asyncssh.SSHServerConnection) -> None:
+        """``conn`` logged in or closed: it no longer counts against the bound."""
+        self._logging_in.discard(conn)
+        if len(self._logging_in) < MAX_UNAUTHENTICATED // 2:
+            self._refusing = False
+
     async def start(self) -> None:
         self._acceptor = await asyncssh.listen(
             sock=self._sock,
@@ -308,7 +354,7 @@ class SshEndpoint:
             agent_forwarding=False,
             x11_forwarding=False,
             allow_pty=True,
-            login_timeout=30,
+            login_timeout=LOGIN_GRACE_SECONDS,
             keepalive_interval=30,
             keepalive_count_max=4,
         )
