@@ -25,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from server_bootstrap.builtins import GIT, SKIPPED, builtin_folder, product_root, skipped_for
+from server_bootstrap.environ import without_secrets
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
 from server_bootstrap.process import terminate_tree, tree_members
@@ -39,9 +40,6 @@ _TAIL_LINES = 40
 WARM_TIMEOUT = 60.0
 """How long the warm-up request (:meth:`CodeServer._warm`) waits for code-server's answer."""
 _EMPTY: Mapping[str, str] = MappingProxyType({})
-SECRET_VARIABLES = ("PASSWORD", "HASHED_PASSWORD", "PODCODE_SMTP_URL")
-"""Never in the IDE's processes (terminals, extensions, tasks): code-server's own login,
-and the SMTP URL, which may hold a password (only the task's process sends mail)."""
 LOGIN_HINT = (
     'The password of this podcode session: "podcode attach" prints it, and it is the '
     '"password" field of the session\'s session.json under $PODCODE_HOME.'
@@ -166,9 +164,7 @@ from a shell already" and skips that step for; it changes nothing else in code-s
 def child_environ(base: Mapping[str, str], extra: Mapping[str, str], marker: str) -> dict[str, str]:
     """code-server's environment: ``base`` (the task's) + ``extra`` without any password,
     plus the tree marker, and taken as it is rather than re-read from a login shell."""
-    env = {**base, **extra, **SKIP_SHELL_ENVIRONMENT}
-    for name in SECRET_VARIABLES:
-        env.pop(name, None)
+    env = without_secrets({**base, **extra, **SKIP_SHELL_ENVIRONMENT})
     env[MARKER_VARIABLE] = marker
     return env
 

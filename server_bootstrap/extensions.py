@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from server_bootstrap.digest import sha256_of
+from server_bootstrap.environ import without_secrets
 from server_bootstrap.errors import ExtensionError, InstallError
 from server_bootstrap.vsix import Manifest, pack, read_manifest, unpack
 
@@ -219,7 +220,8 @@ def _run_cli(
         config.write_text("{}\n")
         command = [str(binary), "--config", str(config), "--user-data-dir", str(Path(tmp) / "data"),
                    "--extensions-dir", str(extensions_dir), *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS)
+        return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_SECONDS,
+                              env=without_secrets(os.environ))
 
 
 def list_extensions(binary: Path, extensions_dir: Path) -> list[str]:

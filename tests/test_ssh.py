@@ -23,6 +23,7 @@ from interactive.cli import Exit
 from tests.cli_fixture import cli, labels
 from tests.fake_kube import FakeKube
 from tests.session_fixture import Job
+from tests.ssh_fixture import openssh, ssh_config
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the OpenSSH client")
@@ -55,20 +56,6 @@ def waiting(job: Job, **env: str) -> dict[str, Any]:
     job.write("job.py", JOB)
     job.start(env=env)
     return job.wait_state("waiting")
-
-
-def ssh_config(tmp_path: Path, *target: str) -> Path:
-    code, out, err = cli("ssh-config", *target)
-    assert code == Exit.OK, err
-    config = tmp_path / "ssh_config"
-    config.write_text(out)
-    return config
-
-
-def openssh(tool: str, config: Path, *argv: str, stdin: str | None = None,
-            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([tool, "-F", str(config), "-o", "BatchMode=yes", *argv],
-                          input=stdin, capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_ssh_sftp_scp_and_a_tunnel_into_a_local_session_then_resume_from_its_shell(

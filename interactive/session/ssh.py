@@ -41,7 +41,7 @@ from typing import Any
 
 import asyncssh
 
-from server_bootstrap.codeserver import SECRET_VARIABLES  # what code-server's processes never get
+from server_bootstrap.environ import without_secrets
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def task_environ(base: Mapping[str, str], session: str, python: str = sys.execut
                  ) -> dict[str, str]:
     """What an SSH user's commands run with: the task's environment without podcode's
     secrets, its Python's folder first on ``PATH``, and the session's id."""
-    env = {name: value for name, value in base.items() if name not in SECRET_VARIABLES}
+    env = without_secrets(base)
     folder = str(Path(python).parent)
     path = [part for part in env.get("PATH", os.defpath).split(os.pathsep) if part != folder]
     env["PATH"] = os.pathsep.join([folder, *path])

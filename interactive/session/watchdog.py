@@ -36,6 +36,7 @@ import psutil
 from interactive.base import record
 from interactive.base.files import temp_pattern
 from interactive.base.identity import SESSION_VARIABLE, own_session_id, process_identity, same_start
+from server_bootstrap.environ import without_secrets
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +343,8 @@ class Watchdog:
 def _spawn(orders: Orders) -> tuple[subprocess.Popen[bytes], int]:
     """A watchdog process for ``orders`` and the write end of its stop pipe."""
     read_fd, write_fd = os.pipe()
-    env = {k: v for k, v in os.environ.items() if k != SESSION_VARIABLE}
+    env = without_secrets(os.environ)  # it sends no mail: no SMTP URL, nor any other secret
+    env.pop(SESSION_VARIABLE, None)
     package_root = Path(__file__).resolve().parents[2]
     try:
         proc = subprocess.Popen(
