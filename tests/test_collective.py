@@ -72,6 +72,7 @@ def install(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setitem(sys.modules, "torch.distributed", dist)
         monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(device=lambda kind: kind))
         monkeypatch.setattr(collective, "_aborted", None)
+        monkeypatch.setattr(collective, "_join_late", lambda dist: None)  # no peers here
         return dist
 
     return put

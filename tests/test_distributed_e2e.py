@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,68 +14,9 @@ import pytest
 
 from tests import torchrun_job
 from tests.dap import DapClient
+from tests.torchrun_job import Torchrun, get, post
 
 pytest.importorskip("torch.distributed")
-
-
-def free_run(count: int) -> int:
-    """A port p with p .. p+count-1 free on loopback."""
-    for _ in range(100):
-        base = torchrun_job.free_port()
-        if base + count > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise AssertionError("no run of free ports")
-
-
-class Torchrun:
-    def __init__(self, workspace: Path, home: Path) -> None:
-        self.workspace, self.home = workspace, home
-        self.log = workspace.parent / "torchrun.log"
-        self.debug_port, self.control_port = free_run(2), free_run(2)
-        env = {
-            "PODCODE_ENABLE": "1",
-            "PODCODE_HOME": str(home),
-            "PODCODE_DEBUG_PORT": str(self.debug_port),
-            "PODCODE_CONTROL_PORT": str(self.control_port),
-            "PODCODE_MAX_IDLE_SECONDS": "3600",
-        }
-        with open(self.log, "w") as out:
-            self.proc = torchrun_job.start(workspace, env, out)
-
-    def output(self) -> str:
-        return self.log.read_text()
-
-    def record(self, local_rank: int) -> dict[str, Any] | None:
-        try:
-            return json.loads((self.home / f"rank-{local_rank}" / "session.json").read_text())
-        except (OSError, ValueError):
-            return None
-
-    def wait_waiting(self, local_rank: int, timeout: float = 90) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            record = self.record(local_rank)
-            if record and record["state"] == "waiting":
-                return record
-            if self.proc.poll() is not None:
-                raise AssertionError(f"torchrun exited ({self.proc.returncode}):\n{self.output()}")
-            time.sleep(0.1)
-        raise AssertionError(f"rank {local_rank} never waited:\n{self.output()}")
-
-    def stop(self) -> None:
-        torchrun_job.stop_tree(self.proc)
 
 
 @pytest.fixture
@@ -87,25 +26,6 @@ def torchrun(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
     run = Torchrun(workspace, podcode_home)
     yield run
     run.stop()
-
-
-def post(record: dict[str, Any], path: str) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        record["control_url"] + path,
-        data=b"{}",
-        method="POST",
-        headers={"Authorization": f"Bearer {record['token']}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.status, json.loads(response.read())
-
-
-def get(record: dict[str, Any], path: str) -> Any:
-    request = urllib.request.Request(
-        record["control_url"] + path, headers={"Authorization": f"Bearer {record['token']}"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
 
 
 def post_mortem(record: dict[str, Any]) -> tuple[str, list[str]]:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import psutil
 
@@ -35,9 +38,13 @@ def free_port() -> int:
 
 
 def start(
-    workspace: Path, env: dict[str, str], out: IO[str] | int = subprocess.DEVNULL
+    workspace: Path,
+    env: dict[str, str],
+    out: IO[str] | int = subprocess.DEVNULL,
+    script: tuple[str, ...] = ("allreduce.py",),
 ) -> subprocess.Popen[bytes]:
-    """torchrun with two local ranks on loopback, running ``workspace/allreduce.py``."""
+    """torchrun with two local ranks on loopback, running ``workspace/<script>``
+    (the script's name, then its arguments)."""
     command = [
         sys.executable,
         "-m",
@@ -48,7 +55,7 @@ def start(
         "127.0.0.1",
         "--master-port",
         str(free_port()),
-        "allreduce.py",
+        *script,
     ]
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env}
     return subprocess.Popen(
@@ -73,3 +80,92 @@ def stop_tree(proc: subprocess.Popen[bytes]) -> None:
     psutil.wait_procs(tree, timeout=10)
     if proc.poll() is None:
         proc.wait(10)
+
+
+def free_run(count: int) -> int:
+    """A port p with p .. p+count-1 free on loopback."""
+    for _ in range(100):
+        base = free_port()
+        if base + count > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise AssertionError("no run of free ports")
+
+
+class Torchrun:
+    """A torchrun job of two ranks with podcode on, its output in ``torchrun.log``."""
+
+    def __init__(
+        self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",)
+    ) -> None:
+        self.workspace, self.home = workspace, home
+        self.log = workspace.parent / "torchrun.log"
+        self.debug_port, self.control_port = free_run(2), free_run(2)
+        env = {
+            "PODCODE_ENABLE": "1",
+            "PODCODE_HOME": str(home),
+            "PODCODE_DEBUG_PORT": str(self.debug_port),
+            "PODCODE_CONTROL_PORT": str(self.control_port),
+            "PODCODE_MAX_IDLE_SECONDS": "3600",
+        }
+        with open(self.log, "w") as out:
+            self.proc = start(workspace, env, out, script)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def record(self, local_rank: int) -> dict[str, Any] | None:
+        try:
+            record: dict[str, Any] = json.loads(
+                (self.home / f"rank-{local_rank}" / "session.json").read_text()
+            )
+        except (OSError, ValueError):
+            return None
+        return record
+
+    def wait_waiting(
+        self, local_rank: int, timeout: float = 90, attempt: int = 0
+    ) -> dict[str, Any]:
+        """Its record once it waits in a session (at ``attempt`` or later)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            record = self.record(local_rank)
+            if record and record["state"] == "waiting" and (record.get("attempt") or 0) >= attempt:
+                return record
+            if self.proc.poll() is not None:
+                raise AssertionError(f"torchrun exited ({self.proc.returncode}):\n{self.output()}")
+            time.sleep(0.1)
+        raise AssertionError(f"rank {local_rank} never waited:\n{self.output()}")
+
+    def stop(self) -> None:
+        stop_tree(self.proc)
+
+
+def post(record: dict[str, Any], path: str) -> tuple[int, Any]:
+    request = urllib.request.Request(
+        record["control_url"] + path,
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"Bearer {record['token']}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.status, json.loads(response.read())
+
+
+def get(record: dict[str, Any], path: str) -> Any:
+    request = urllib.request.Request(
+        record["control_url"] + path, headers={"Authorization": f"Bearer {record['token']}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())

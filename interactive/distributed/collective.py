@@ -4,14 +4,20 @@ When one rank fails, the others soon block in a collective that waits for it
 (10 minutes by default with NCCL, 30 with gloo). So before the failed rank's
 session opens, podcode aborts the default process group, and each peer opens
 its own session at the collective it was in when that fails. On resume, every
-rank re-forms the group with the same backend, rank and world size, under a
-fresh store prefix, then runs its task again.
+rank re-forms the group with the same backend, rank and world size, on the old
+group's store under a fresh prefix (a new store on ``MASTER_PORT`` would find
+the old one still bound), then runs its task again. A group that the task
+formed itself (``init_process_group`` inside the decorated function) is left to
+the re-run to form again.
 
 How the group is broken depends on its backend:
 
-- gloo: ``_abort_process_group()``, else ``destroy_process_group()``; either
-  closes the connections, so the peers' pending collectives fail at once
-  ("connection closed by peer").
+- gloo: this rank's gloo connections are shut down first
+  (:mod:`interactive.distributed.gloo_sockets`): gloo has no working abort, and
+  ``DistributedDataParallel`` keeps the group, and so its sockets, alive. Every
+  peer's pending or later collective with this rank then fails at once
+  ("Connection closed by peer"). Then ``_abort_process_group()`` (else
+  ``destroy_process_group()``) forgets the group in this process.
 - NCCL: the communicators are aborted (``ncclCommAbort`` through
   ``_abort_process_group()``, or the ``ProcessGroupNCCL`` backend's ``abort()``
   on older torch), never only destroyed: destroying an NCCL group whose
@@ -38,6 +44,8 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from interactive.distributed import gloo_sockets
+
 log = logging.getLogger(__name__)
 
 REFORM_TIMEOUT = datetime.timedelta(minutes=10)
@@ -54,10 +62,16 @@ class _Aborted:
     backend: str
     rank: int
     world_size: int
+    store: Any = None
+    """The old default group's store: the re-formed group uses it under a new prefix."""
+    formed_by_task: bool = False
+    """The decorated call formed the group itself: its re-run forms it again."""
 
 
 _aborted: _Aborted | None = None
 _generation = 0
+_group_at_call: bool | None = None
+"""Whether a process group existed at the process's first decorated call (None: unknown)."""
 
 
 def _dist() -> Any:
@@ -87,6 +101,14 @@ def prefer_raised_nccl_errors(environ: MutableMapping[str, str] | None = None) -
     return True
 
 
+def note_call() -> None:
+    """At the process's first decorated call: whether the group was formed before it
+    (then podcode re-forms it on resume) or is left to the task (formed inside it)."""
+    global _group_at_call
+    if _group_at_call is None:
+        _group_at_call = _dist() is not None
+
+
 def in_group() -> bool:
     """Whether this process is one rank of a process group of several (Ray Train's
     workers, torchrun's ranks): its ranks fail, wait and resume together."""
@@ -95,31 +117,62 @@ def in_group() -> bool:
 
 
 def abort_group() -> bool:
-    """Abort the default process group so peers blocked on this rank fail fast."""
+    """Break the default process group so peers blocked on this rank fail fast."""
     global _aborted
     dist = _dist()
     if dist is None or dist.get_world_size() < 2:
         return False
-    aborted = _Aborted(str(dist.get_backend()), dist.get_rank(), dist.get_world_size())
+    _join_late(dist)
+    aborted = _Aborted(
+        str(dist.get_backend()), dist.get_rank(), dist.get_world_size(),
+        store=_default_store(dist), formed_by_task=_group_at_call is False,
+    )
+    cut = gloo_sockets.cut(dist) if "gloo" in aborted.backend.lower() else 0
     how = break_group(dist, aborted.backend)
     if how is None:
         return False
     _aborted = aborted
     log.warning(
-        "rank %d: process group (%s, %d ranks) %s so the other ranks stop waiting on "
-        "this one; it is re-formed when the session resumes",
+        "rank %d: process group (%s, %d ranks) %s%s so the other ranks stop waiting on "
+        "this one; %s when the session resumes",
         aborted.rank,
         aborted.backend,
         aborted.world_size,
         how,
+        f", {cut} gloo connections shut down," if cut else "",
+        "the task forms it again" if aborted.formed_by_task else "it is re-formed",
     )
-    if aborted.backend.lower() == "nccl" and os.environ.get(NCCL_ERROR_HANDLING) != "2":
+    if "nccl" in aborted.backend.lower() and os.environ.get(NCCL_ERROR_HANDLING) != "2":
         log.warning(
             "%s=%s: a rank whose NCCL collective fails or times out is killed by its watchdog "
             "instead of opening a session (podcode sets 2 when it is unset)",
             NCCL_ERROR_HANDLING, os.environ.get(NCCL_ERROR_HANDLING, "unset, torch's default 3"),
         )
     return True
+
+
+def _default_store(dist: Any) -> Any:
+    """The store the default group was formed on (None where torch does not say)."""
+    try:
+        c10d = dist.distributed_c10d
+        return c10d._world.pg_map[c10d._get_default_group()][1]
+    except Exception:
+        return None
+
+
+def _join_late(dist: Any) -> None:
+    """A launcher that sets no ``RANK`` (``torch.multiprocessing.spawn``, Lightning): the
+    rank is read from the group now, and the pod's other ranks are told about it."""
+    from interactive.base.settings import podcode_home
+    from interactive.distributed import peers, ranks
+
+    if peers.current() is not None:
+        return
+    info = ranks.from_group(dist)
+    try:
+        peers.join(podcode_home(), info)
+    except OSError:
+        log.exception("%s: cannot record this rank for its peers", info.label)
 
 
 def break_group(dist: Any, backend: str) -> str | None:
@@ -152,33 +205,40 @@ def break_group(dist: Any, backend: str) -> str | None:
 def reform_group() -> bool:
     """Re-create the group this process aborted (blocks until every rank joins)."""
     global _aborted, _generation
-    if _aborted is None:
+    aborted = _aborted
+    if aborted is None:
         return False
     import torch.distributed as dist
-    from torch.distributed import PrefixStore, TCPStore  # type: ignore[attr-defined]
 
-    if dist.is_initialized():  # the resumed code made one itself
+    if aborted.formed_by_task or dist.is_initialized():  # the re-run forms it / made one
+        log.info("rank %d: the task forms its process group again itself", aborted.rank)
         _aborted = None
         return False
     _generation += 1
-    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
-    # Under torchrun the agent hosts the store; otherwise rank 0 hosted it with the group.
-    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-    is_master = _aborted.rank == 0 and not agent_store
-    store = TCPStore(host, port, is_master=is_master, timeout=REFORM_TIMEOUT)
-    log.info(
-        "rank %d: re-forming the process group (%s, generation %d%s)",
-        _aborted.rank,
-        _aborted.backend,
-        _generation,
-        ", hosting the store" if is_master else "",
-    )
+    store = aborted.store if aborted.store is not None else _new_store(aborted)
+    log.info("rank %d: re-forming the process group (%s, generation %d)",
+             aborted.rank, aborted.backend, _generation)
     dist.init_process_group(
-        _aborted.backend,
-        store=PrefixStore(f"podcode/reform-{_generation}/", store),
-        rank=_aborted.rank,
-        world_size=_aborted.world_size,
+        aborted.backend,
+        store=dist.PrefixStore(f"podcode/reform-{_generation}/", store),  # type: ignore[attr-defined]
+        rank=aborted.rank,
+        world_size=aborted.world_size,
         timeout=REFORM_TIMEOUT,
     )
     _aborted = None
     return True
+
+
+def _new_store(aborted: _Aborted) -> Any:
+    """The launcher's store at ``MASTER_ADDR:MASTER_PORT``, where the old one is not known.
+
+    Under torchrun the agent hosts it; otherwise rank 0 does, multi-tenant: a store this
+    process still serves on that port is reused rather than bound twice (EADDRINUSE).
+    """
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    is_master = aborted.rank == 0 and not agent_store
+    return TCPStore(host, port, is_master=is_master, timeout=REFORM_TIMEOUT,
+                    multi_tenant=is_master)

@@ -5,12 +5,19 @@ torchrun and Kubeflow's PyTorchJob set ``RANK``, ``WORLD_SIZE``,
 ``OMPI_COMM_WORLD_RANK``/``_SIZE``/``_LOCAL_RANK``/``_LOCAL_SIZE``; Slurm's
 ``srun`` sets ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID`` and
 ``SLURM_NTASKS_PER_NODE``. Pure: the environment is passed in.
+
+Launchers that set no ``RANK`` (``torch.multiprocessing.spawn``; Lightning's
+subprocess launcher, which sets ``LOCAL_RANK`` and ``WORLD_SIZE`` only) leave
+the rank to ``torch.distributed``: :func:`from_group` reads it from the
+process group once there is one (at the failure, at the latest).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from interactive.base.errors import RankError
 from interactive.base.types import Environ
@@ -66,8 +73,32 @@ def _int(environ: Environ, name: str, default: int | None) -> int:
 
 
 def detect(environ: Environ | None = None) -> RankInfo:
-    """This process's rank, from the first launcher whose variables are set."""
+    """This process's rank, from the first launcher whose variables are set; without
+    ``environ`` (this process), from its process group where no launcher says."""
+    if environ is None:
+        info = from_environ(os.environ)
+        dist = sys.modules.get("torch.distributed")
+        if info.distributed or dist is None or not dist.is_available():
+            return info
+        return from_group(dist) if dist.is_initialized() else info
+    return from_environ(environ)
+
+
+def from_group(dist: Any, environ: Environ | None = None) -> RankInfo:
+    """The rank and world size of ``dist``'s default group; the local ones from
+    ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` where set, else every rank is taken to be on
+    this node (``torch.multiprocessing.spawn``)."""
     environ = os.environ if environ is None else environ
+    rank, world = int(dist.get_rank()), int(dist.get_world_size())
+    local = _int(environ, "LOCAL_RANK", rank if world > 1 else 0)
+    local_world = _int(environ, "LOCAL_WORLD_SIZE", max(world, local + 1))
+    if not 0 <= local < local_world:
+        raise RankError(f"LOCAL_RANK={local} is outside LOCAL_WORLD_SIZE={local_world}")
+    return RankInfo(rank, world, local, local_world)
+
+
+def from_environ(environ: Environ) -> RankInfo:
+    """This process's rank, from the first launcher whose variables are set in ``environ``."""
     for rank_var, world_var, local_var, local_world_var in _SOURCES:
         if rank_var not in environ or world_var not in environ:
             continue

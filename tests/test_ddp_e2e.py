@@ -1,0 +1,123 @@
+"""DistributedDataParallel under torchrun (gloo, CPU, 2 ranks), as pytorch/examples writes it.
+
+A bug only rank 1 hits (its shard holds the dataset's last index, one past the
+data) while rank 0 is in DDP's gradient all-reduce, and a bug both ranks hit:
+every rank ends up in a session, one resume after the fix, and the job ends
+with the weights the fixed script gives without podcode.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import torchrun_job
+from tests.torchrun_job import Torchrun, post
+
+pytest.importorskip("torch.distributed")
+
+pytestmark = pytest.mark.slow
+
+EXAMPLE = Path(__file__).parent / "ddp_examples" / "multigpu_torchrun.py"
+SCRIPT = ("multigpu_torchrun.py", "2", "1")
+ONE_RANK = ("for _ in range(size)]", "for _ in range(size - 1)]")
+"""Rank 1's shard ends at index 255, one past the data: IndexError at its last step."""
+ALL_RANKS = ("loss {total:.4f}", "loss {total.item():.4f}")
+"""``.item()`` on a float: AttributeError on every rank after its first epoch."""
+CHECKSUM = re.compile(r"checksum (\S+)")
+
+
+def with_bug(workspace: Path, bug: tuple[str, str]) -> Path:
+    workspace.mkdir(parents=True, exist_ok=True)
+    script = Path(shutil.copy(EXAMPLE, workspace / EXAMPLE.name))
+    text = script.read_text()
+    assert bug[0] in text
+    script.write_text(text.replace(*bug))
+    return script
+
+
+def fix(script: Path, bug: tuple[str, str]) -> None:
+    """Edit the file back as the user would (a newer mtime than the session's start)."""
+    script.write_text(script.read_text().replace(bug[1], bug[0]))
+    stamp = time.time_ns() + 10_000_000
+    os.utime(script, ns=(stamp, stamp))
+
+
+def checksums(output: str) -> list[str]:
+    return CHECKSUM.findall(output)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The fixed script's result with podcode off."""
+    workspace = tmp_path_factory.mktemp("reference")
+    shutil.copy(EXAMPLE, workspace)
+    log = workspace / "torchrun.log"
+    with open(log, "w") as out:
+        proc = torchrun_job.start(workspace, {"PODCODE_ENABLE": "0"}, out, SCRIPT)
+    try:
+        assert proc.wait(120) == 0, log.read_text()
+    finally:
+        torchrun_job.stop_tree(proc)
+    [found] = checksums(log.read_text())
+    return found
+
+
+@pytest.fixture
+def job(tmp_path: Path, podcode_home: Path, request: pytest.FixtureRequest) -> Iterator[Torchrun]:
+    bug, at_top = request.param
+    with_bug(tmp_path / "workspace", bug)
+    script = (*SCRIPT, "--init-at-top") if at_top else SCRIPT
+    run = Torchrun(tmp_path / "workspace", podcode_home, script)
+    yield run
+    run.stop()
+
+
+def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
+    """Both ranks wait; fix, resume one (it tells the other); the job's output at its end."""
+    ranks = [job.wait_waiting(0), job.wait_waiting(1)]
+    fix(job.workspace / EXAMPLE.name, bug)
+    assert post(ranks[0], "/api/resume")[0] == 202
+    try:
+        code = job.proc.wait(90)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the resumed job never ended:\n{job.output()}") from None
+    assert code == 0, job.output()
+    return job.output()
+
+
+@pytest.mark.parametrize(
+    "job", [(ONE_RANK, False), (ONE_RANK, True)], ids=["init-in-main", "init-at-top"],
+    indirect=True,
+)
+def test_rank_1_fails_while_rank_0_is_in_backward_and_both_resume_to_the_fixed_result(
+    job: Torchrun, reference: str
+) -> None:
+    failed = job.wait_waiting(1)
+    assert failed["error"].startswith("IndexError: list index out of range")
+    victim = job.wait_waiting(0)  # broken out of DDP's all-reduce, not after gloo's 30 minutes
+    assert victim["error"].startswith("RuntimeError") and "closed by peer" in victim["error"]
+    output = resume_and_finish(job, ONE_RANK)
+    assert "gloo connections shut down" in output
+    assert checksums(output) == [reference], output
+    assert "initialize the default process group twice" not in output
+
+
+@pytest.mark.parametrize(
+    "job", [(ALL_RANKS, False), (ALL_RANKS, True)], ids=["init-in-main", "init-at-top"],
+    indirect=True,
+)
+def test_a_bug_every_rank_hits_resumes_to_the_fixed_result(job: Torchrun, reference: str) -> None:
+    for rank in (0, 1):
+        assert job.wait_waiting(rank)["error"].startswith("AttributeError")
+    output = resume_and_finish(job, ALL_RANKS)
+    assert checksums(output) == [reference], output
+    assert "EADDRINUSE" not in output
+
