@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from server_bootstrap.archive import safe_extract_stream
+from server_bootstrap.cancel import Cancel
 from server_bootstrap.config import METHODS, CodeServerConfig
 from server_bootstrap.download import redact_url, streamed
 from server_bootstrap.errors import BootstrapError, InstallError, UnsafeArchive
@@ -25,6 +26,26 @@ from server_bootstrap.installs import atomic_install, binary_in, install_name
 from server_bootstrap.npm import build_npm
 
 log = logging.getLogger(__name__)
+
+SIZES = {
+    "npm": "about 255 MB to download, 800 MB on disk with Node 24, a few minutes",
+    "tarball": "a release tarball of about 100 MB, checked against its sha256",
+}
+"""What an install costs, by method (measured with code-server 4.139.1 on linux-amd64)."""
+AVOID = ("to skip this wait: `podcode install` ahead of time, PODCODE_CODE_SERVER_CACHE "
+         "pointing at a cache that has it, or code-server baked into the image "
+         "(docs/deploy.md)")
+
+
+def install_notice(config: CodeServerConfig) -> str:
+    """One line for a session that installs code-server: what, how big, where, and how
+    to never wait for it again."""
+    method = config.resolved_method()
+    source = "the npm registry" if method == "npm" else "a release tarball"
+    where = config.cache.expanduser() / install_name(config.version)
+    return (f"code-server {config.version} is not installed: installing it from {source} "
+            f"into {where} ({SIZES.get(method, 'a large download')}); the debugger and "
+            f"podcode resume/abort work meanwhile, VS Code joins when it is ready; {AVOID}")
 
 
 def install(
@@ -34,11 +55,14 @@ def install(
     version: str | None = None,
     target: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    cancel: Cancel | None = None,
 ) -> Path:
     """Install code-server (unless the cache already has it); return its binary.
 
     ``target`` is the cache folder (default ``config.cache``); the install lands
-    in ``target/<version>-linux-<arch>/``.
+    in ``target/<version>-linux-<arch>/``. ``cancel`` stops an npm install (its processes
+    are ended, nothing is kept: :class:`~server_bootstrap.cancel.InstallCancelled`); a
+    tarball download is checked between steps only.
     """
     version = version or config.version
     method = config.resolved_method() if method in (None, "auto") else method
@@ -54,10 +78,11 @@ def install(
         builder = functools.partial(build_tarball, url=url, sha256=config.sha256)
         info["source"] = redact_url(url)
     elif method == "npm":
-        builder = functools.partial(build_npm, version=version, environ=environ)
+        builder = functools.partial(build_npm, version=version, environ=environ, cancel=cancel)
         info["source"] = "npm"
     else:
         raise InstallError(f"PODCODE_CODE_SERVER_METHOD={method!r}: expected tarball or npm")
+    (cancel or Cancel()).check("it started")
     return binary_in(atomic_install(cache, install_name(version), builder, info))
 
 

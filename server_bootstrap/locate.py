@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from server_bootstrap.cancel import Cancel
 from server_bootstrap.config import CodeServerConfig
 from server_bootstrap.errors import CodeServerNotFound, InstallError
 from server_bootstrap.installs import installed
@@ -44,9 +45,11 @@ def find_code_server(
 
 
 def ensure_code_server(
-    config: CodeServerConfig, *, install: bool = True, environ: Mapping[str, str] | None = None
+    config: CodeServerConfig, *, install: bool = True, environ: Mapping[str, str] | None = None,
+    cancel: Cancel | None = None,
 ) -> Path:
-    """:func:`find_code_server`, else install into the cache (when ``install``)."""
+    """:func:`find_code_server`, else install into the cache (when ``install``; ``cancel``
+    stops the install)."""
     found = find_code_server(config, environ)
     if found is not None:
         log.debug("using code-server at %s", found)
@@ -59,7 +62,7 @@ def ensure_code_server(
     try:
         from server_bootstrap import install as installer  # only when needed
 
-        return installer.install(config, environ=environ)
+        return installer.install(config, environ=environ, cancel=cancel)
     except InstallError as exc:
         raise CodeServerNotFound(
             f"code-server is not installed, and installing it failed: {exc}\n"

@@ -9,15 +9,18 @@ The install gets a ``bin/code-server`` wrapper that runs it with that node.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from server_bootstrap.cancel import Cancel, InstallCancelled
 from server_bootstrap.config import machine_arch
 from server_bootstrap.errors import InstallError
 
@@ -68,45 +71,68 @@ def npm_environ(environ: Mapping[str, str], node_home: Path | None) -> dict[str,
     return env
 
 
-def run_npm(args: Sequence[str], env: Mapping[str, str]) -> None:
-    """Run ``npm args``; its output goes to the debug log, its tail into the error."""
+def run_npm(args: Sequence[str], env: Mapping[str, str], cancel: Cancel | None = None) -> None:
+    """Run ``npm args``; its output goes to the debug log, its tail into the error.
+
+    npm runs in a process group of its own: ``cancel`` stops the whole group (npm, node,
+    the native builds) and the call raises :class:`InstallCancelled`."""
+    cancel = cancel or Cancel()
     npm = shutil.which("npm", path=env.get("PATH"))
     if npm is None:
         raise InstallError("npm is not on PATH: install Node.js and npm, or use a tarball install")
+    cancel.check(f"npm {args[0]}")
     log.debug("running npm %s", " ".join(args))
     tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
     with subprocess.Popen(
-        [npm, *args], env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [npm, *args], env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
     ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line.rstrip())
-            log.debug("npm: %s", line.rstrip())
-        code = proc.wait(timeout=NPM_TIMEOUT_SECONDS)
+        unregister = cancel.on_cancel(lambda: _stop_group(proc.pid))
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                tail.append(line.rstrip())
+                log.debug("npm: %s", line.rstrip())
+            code = proc.wait(timeout=NPM_TIMEOUT_SECONDS)
+        except BaseException:  # Ctrl-C reaches us only: npm is in a group of its own
+            _stop_group(proc.pid)
+            raise
+        finally:
+            unregister()
+    if cancel.cancelled:
+        raise InstallCancelled(f"npm {' '.join(args)} was stopped: the install is no longer needed")
     if code != 0:
         raise InstallError(f"npm {' '.join(args)} failed (exit {code}):\n" + "\n".join(tail))
 
 
-def bring_node(staging: Path, env: Mapping[str, str]) -> Path:
+def _stop_group(pid: int) -> None:
+    """SIGTERM to npm's process group (it is gone already: nothing to do)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+
+
+def bring_node(staging: Path, env: Mapping[str, str], cancel: Cancel | None = None) -> Path:
     """Install the ``node-linux-<arch>@24`` npm package under ``staging/node``; its folder."""
     package = f"node-linux-{'x64' if machine_arch() == 'amd64' else machine_arch()}"
     log.info("system node is older than %d: fetching %s", MIN_NODE_MAJOR, package)
     prefix = staging / "node"
-    run_npm(["install", "--prefix", str(prefix), f"{package}@{MIN_NODE_MAJOR}"], env)
+    run_npm(["install", "--prefix", str(prefix), f"{package}@{MIN_NODE_MAJOR}"], env, cancel)
     home = prefix / "node_modules" / package
     if not os.access(home / "bin" / "node", os.X_OK):
         raise InstallError(f"{package} has no bin/node in {home}")
     return home
 
 
-def build_npm(staging: Path, version: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Fill ``staging`` with code-server ``version`` from the npm registry; return it."""
+def build_npm(staging: Path, version: str, environ: Mapping[str, str] | None = None,
+              cancel: Cancel | None = None) -> Path:
+    """Fill ``staging`` with code-server ``version`` from the npm registry; return it
+    (``cancel`` stops it: :class:`InstallCancelled`)."""
     base = dict(os.environ if environ is None else environ)
     node = system_node(base)
-    node_home = None if node else bring_node(staging, npm_environ(base, None))
+    node_home = None if node else bring_node(staging, npm_environ(base, None), cancel)
     env = npm_environ(base, node_home)
     log.info("installing code-server %s from the npm registry (a few minutes)", version)
-    run_npm(["install", "--prefix", str(staging / "lib"), f"code-server@{version}"], env)
+    run_npm(["install", "--prefix", str(staging / "lib"), f"code-server@{version}"], env, cancel)
     own = node_home / "bin" / "node" if node_home else None
     write_wrapper(staging, own.relative_to(staging) if own else node or Path("node"))
     return staging

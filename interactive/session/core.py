@@ -62,7 +62,6 @@ log = logging.getLogger(__name__)
 
 IDE_TIMEOUT_SECONDS = 60.0
 """How long the session waits for a code-server that is already installed to start."""
-IDE_INSTALLING = "the IDE (code-server) is being installed; it joins this session when ready"
 
 
 def make_home(home: Path, inner: Path) -> None:
@@ -286,10 +285,10 @@ class Session:
         where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
         if self.endpoints.code_server_url:
             path = record.session_dir(self.home, self.id) / record.FILE
-            where.insert(0, f"VS Code {self.endpoints.code_server_url} (password: the "
-                            f"\"password\" in {path})")
-        elif self.settings.editor.ide != "none" and self.leader:
-            where.insert(0, "VS Code when code-server is ready (podcode status)")
+            where.insert(0, f"VS Code {self.endpoints.code_server_url} (podcode open / attach "
+                            f"POD logs you in; password: the \"password\" in {path})")
+        elif self.settings.editor.ide != "none" and self.leader and not self._ide_ready.is_set():
+            where.insert(0, "VS Code when code-server is ready (podcode open / attach POD)")
         print(
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
             "fix the code, then podcode resume (or abort)",
@@ -317,7 +316,6 @@ class Session:
             opens = vscode_files.write_code_workspace(self.home, [self.workspace, self.config_root])
 
         def installing() -> None:
-            self.state.note(IDE_INSTALLING)
             settled.set()
 
         def launching() -> None:
@@ -336,10 +334,10 @@ class Session:
                 session=self.id,
                 installing=installing,
                 launching=launching,
+                forget=self.state.forget,
             )
         finally:
             settled.set()
-            self.state.forget(IDE_INSTALLING)
             self._ide_ready.set()
         if ide is None:
             return

@@ -6,16 +6,24 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from interactive.base.identity import own_session_id
 from interactive.base.settings import EditorSettings
 from interactive.base.state import SessionState
+from interactive.base.threads import in_thread
+
+if TYPE_CHECKING:
+    from server_bootstrap.config import CodeServerConfig
 
 log = logging.getLogger(__name__)
 
 PORT_ATTEMPTS = 3
 """Starts of code-server when its port is taken meanwhile (then on a port the system picks)."""
+WITHOUT_IDE = ("the debugger and podcode resume/abort work without it: attach a desktop "
+               "VS Code to the debugger (podcode status says where; for a session in a pod, "
+               "podcode debug POD forwards it)")
+"""What to do when the session has no IDE: advice that works here and from a laptop."""
 
 
 class Ide(Protocol):
@@ -42,15 +50,17 @@ async def start_ide(
     session: str,
     installing: Callable[[], None] = lambda: None,
     launching: Callable[[], None] = lambda: None,
+    forget: Callable[[str], None] = lambda text: None,
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``.
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
     the ways to provide code-server, is logged and shown in the status notes.
-    ``installing`` is called before code-server is installed (when it is not found),
-    ``launching`` once its process is spawned (or will not be): until then the caller
-    should leave the CPU to it (the spawn is the start of its boot).
+    ``installing`` is called before code-server is installed (when it is not found), after
+    a note that says what is installed, where and how to avoid it (``forget`` drops it once
+    the install ended); ``launching`` once its process is spawned (or will not be): until
+    then the caller should leave the CPU to it (the spawn is the start of its boot).
 
     The control URL and token are not handed to code-server: its environment is
     readable in ``/proc`` for the life of every process it starts (terminals included).
@@ -63,15 +73,14 @@ async def start_ide(
         from server_bootstrap.codeserver import CodeServer
         from server_bootstrap.config import CodeServerConfig
         from server_bootstrap.errors import BootstrapError, CodeServerStartError
-        from server_bootstrap.locate import ensure_code_server, find_code_server
+        from server_bootstrap.locate import find_code_server
 
         loop = asyncio.get_running_loop()
         try:
             config = CodeServerConfig.from_environ()
             binary = await loop.run_in_executor(None, find_code_server, config)
             if binary is None:
-                installing()
-                binary = await loop.run_in_executor(None, ensure_code_server, config)
+                binary = await _install(config, note, forget, installing)
             for attempt in range(PORT_ATTEMPTS):
                 server = CodeServer(
                     binary,
@@ -99,9 +108,7 @@ async def start_ide(
                                 port)
                     port = 0
         except BootstrapError as exc:
-            message = (
-                f"no IDE for this session, attach a desktop VS Code instead (podcode debug): {exc}"
-            )
+            message = f"no IDE (code-server) for this session; {WITHOUT_IDE}. Why: {exc}"
             log.error("%s", message)
             note(message)
             return None
@@ -109,6 +116,31 @@ async def start_ide(
         return server
     finally:
         launching()
+
+
+async def _install(config: CodeServerConfig, note: Callable[[str], None],
+                   forget: Callable[[str], None], installing: Callable[[], None]) -> Path:
+    """Install code-server on a thread of its own, saying so in a note while it lasts.
+
+    Not on the loop's pool: a process that ends (abort, a fix that succeeds) would wait
+    for the pool's threads, and so for npm, minutes. Cancelled, the install is stopped
+    (npm's processes ended, nothing kept) and the session closes at once."""
+    from server_bootstrap.cancel import Cancel
+    from server_bootstrap.install import install_notice
+    from server_bootstrap.locate import ensure_code_server
+
+    notice = install_notice(config)
+    log.info("%s", notice)  # the session prints its notes when it opens
+    note(notice)
+    installing()
+    cancel = Cancel()
+    try:
+        return await in_thread(lambda: ensure_code_server(config, cancel=cancel), "ide-install")
+    except asyncio.CancelledError:
+        cancel.cancel()
+        raise
+    finally:
+        forget(notice)
 
 
 async def keep_serving(ide: Ide, state: SessionState, moved: Callable[[str | None], None]) -> None:
@@ -127,9 +159,7 @@ async def keep_serving(ide: Ide, state: SessionState, moved: Callable[[str | Non
         await ide.supervise(changed)
     except Exception as exc:  # restarts used up: the debugger and the API still serve
         state.set(ide="down")
-        message = (f"code-server stopped and could not be started again ({exc}); the "
-                   "debugger and podcode resume still work (podcode debug attaches a desktop "
-                   "VS Code)")
+        message = f"code-server stopped and could not be started again ({exc}); {WITHOUT_IDE}"
         log.error("%s", message)
         state.note(message)
         moved(None)
