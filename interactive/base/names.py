@@ -33,6 +33,14 @@ def folder_name(task: str) -> str:
     return f"{safe}-{hashlib.blake2b(task.encode(), digest_size=4).hexdigest()}"
 
 
+def task_matches(name: str | None, given: str) -> bool:
+    """Whether ``given`` names the task ``name``: its full name, or a tail of it after a
+    dot or a script's colon (``train`` for ``jobs/run.py:train``; ``fit`` and ``train.fit``
+    for ``pkg.train.fit``). The one rule for ``--task`` and ``podcode edits``."""
+    name = name or ""
+    return name == given or name.endswith((f".{given}", f":{given}"))
+
+
 def task_name(
     module: str, qualname: str, source: str | None, base: Path, spec_name: str | None = None
 ) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from interactive.base.errors import PodcodeError
 from interactive.base.identity import is_running
+from interactive.base.names import task_matches
 from interactive.base.record import FILE, SESSIONS, RecordError, SessionRecord, load_record
 
 _WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - we connect, not bind
@@ -118,8 +119,7 @@ class Found:
         """Whether this is the session of ``task`` (its full name, or a tail of it after a
         dot or a script's colon: ``train`` for ``jobs/run.py:train``), of process ``pid``
         and with id ``session`` (None: any)."""
-        name = self.task or ""
-        if task is not None and name != task and not name.endswith((f".{task}", f":{task}")):
+        if task is not None and not task_matches(self.task, task):
             return False
         if session is not None and self.record.session != session:
             return False
