@@ -4,6 +4,7 @@ config, each on its own (the real ssh client drives them together in test_ssh.py
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import os
 import sys
@@ -78,6 +79,43 @@ def test_an_endpoint_accepts_the_keys_it_was_given_and_pushed_ones_up_to_a_bound
         endpoint.authorize(given)  # one it has is no new key
     finally:
         endpoint._sock.close()
+
+
+async def test_only_connections_still_logging_in_count_against_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the bound at 2: two silent connections fill it and a key login is refused; a
+    logged-in connection does not count, and a closed one frees its place."""
+    monkeypatch.setattr("interactive.session.ssh.MAX_UNAUTHENTICATED", 2)
+    user = asyncssh.generate_private_key("ssh-ed25519")
+    endpoint = SshEndpoint(listen_socket("127.0.0.1", 0), workspace=tmp_path, environ={},
+                           activity=Activity(lambda: None, lambda: 0.0),
+                           keys=[user.convert_to_public()])
+    await endpoint.start()
+
+    def login() -> Any:
+        return asyncssh.connect("127.0.0.1", endpoint.port, username="me", client_keys=[user],
+                                known_hosts=None, agent_path=None)
+
+    try:
+        silent = [await asyncio.open_connection("127.0.0.1", endpoint.port) for _ in range(2)]
+        await silent[0][0].readline()  # the server's version line: it took them both
+        await silent[1][0].readline()
+        with pytest.raises((asyncssh.DisconnectError, ConnectionError)):
+            async with login():
+                pass
+        silent[0][1].close()
+        await silent[0][1].wait_closed()
+        while len(endpoint._logging_in) > 1:  # until the server has seen it close
+            await asyncio.sleep(0.01)
+        async with login() as first:
+            async with login() as second:  # the first logged in: it takes no place
+                assert (await second.run("true")).exit_status == 0
+            assert (await first.run("true")).exit_status == 0
+    finally:
+        for _, writer in silent:
+            writer.close()
+        await endpoint.stop(0)
 
 
 # -- activity --------------------------------------------------------------------------
