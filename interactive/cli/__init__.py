@@ -20,13 +20,14 @@ from collections.abc import Callable, Sequence
 from interactive.base.errors import PodcodeError
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit, exit_code
-from interactive.cli.parser import build_parser
+from interactive.cli.parser import build_parser, usage_error
 
 __all__ = ["Console", "Exit", "main", "run"]
 
 VERBS: dict[str, tuple[str, str]] = {
     "list": ("list_cmd", "run"),
-    "attach": ("attach", "attach"),
+    "attach": ("open_cmd", "run"),
+    "open": ("open_cmd", "run"),
     "debug": ("attach", "debug"),
     "status": ("control_cmds", "status"),
     "resume": ("control_cmds", "resume"),
@@ -39,7 +40,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "ssh-proxy": ("ssh_cmd", "ssh_proxy"),
 }
 """Each verb's module and function, imported when the verb runs: ``--help``, a local
-``status`` or ``edits`` never load the Kubernetes client."""
+``status``, ``open`` or ``edits`` never load the Kubernetes client."""
 
 
 def verb(name: str) -> Callable[[argparse.Namespace, Console], int]:
@@ -50,13 +51,14 @@ def verb(name: str) -> Callable[[argparse.Namespace, Console], int]:
 
 
 def run(argv: Sequence[str], console: Console | None = None) -> int:
-    """Run one command; returns its exit code (argparse exits 2 on bad usage)."""
+    """Run one command; returns its exit code (a usage error exits 2 after two lines on
+    stderr: what is wrong, and which ``--help`` to read)."""
     console = console or Console()
     parser = build_parser()
     argv, command = split_command(list(argv))
     args, rest = parser.parse_known_args(argv)
     if command is not None and args.verb != "ssh":
-        parser.error("only podcode ssh takes a command after --")
+        usage_error("only podcode ssh takes a command after --", f"podcode {args.verb}")
     args.command = command
     try:
         if args.verb == "install":
@@ -64,14 +66,14 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
 
             return install_cmd.run(rest, console)
         if rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            usage_error(f"unrecognized arguments: {' '.join(rest)}", f"podcode {args.verb}")
         if getattr(args, "ray", None):  # the pod named by its RayCluster or RayJob
             from interactive.cli.ray_target import resolve
 
             resolve(args, console)  # imports the Kubernetes client: only when asked for
         elif getattr(args, "pod_required", False) and args.pod is None:
-            parser.error(f"podcode {args.verb} needs the session's pod, or --ray NAME "
-                         "(its RayCluster or RayJob)")
+            usage_error(f"podcode {args.verb} needs the session's pod, or --ray NAME (its "
+                        "RayCluster or RayJob)", f"podcode {args.verb}")
         return verb(args.verb)(args, console)
     except PodcodeError as exc:
         console.warn(str(exc))

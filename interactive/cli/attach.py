@@ -14,6 +14,7 @@ from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.launch_json import attach_configuration, merge_launch
+from interactive.cli.open_cmd import Entry, browse, login_link
 from interactive.cli.target import (
     connect,
     control_port,
@@ -27,6 +28,7 @@ from interactive.kube.errors import KubeError, NotFound, SessionEnded
 
 
 def attach(args: argparse.Namespace, console: Console) -> int:
+    """``podcode attach POD`` (``open POD``): forward the pod's IDE until Ctrl-C."""
     with connect(args, console) as cluster, contextlib.ExitStack() as stack:
         info = cluster.live_session(args.pod, args.namespace)
         _, record = pod_record(cluster, info, args)
@@ -40,40 +42,19 @@ def attach(args: argparse.Namespace, console: Console) -> int:
             ide = stack.enter_context(forward(cluster, info, remote, args.port or remote,
                                                fixed=args.port is not None, name="code-server"))
             ide_url = ide.url + "/"
-        link = client.login_link(ide_url) if ide_url and record.password else None
-        _announce(console, args, info, record, status.get("state"), ide_url, control.url, link)
-        if args.open and ide_url:
-            console.open_browser(link or ide_url)
+        entry = Entry(f"attached to {info.namespace}/{info.pod}", record, status, ide_url,
+                      control.url, login_link(client, record, ide_url),
+                      f"{posixpath.join(info.home or '~/.podcode', 'session.json')} in the pod",
+                      f"port {record.debug_port or info.ports.get('debug') or '-'} in the pod "
+                      f"(podcode debug {info.pod} -n {info.namespace} forwards it)")
+        if args.output == "json":
+            console.say(json.dumps({"pod": info.pod, "namespace": info.namespace,
+                                    **entry.as_json()}))
+        else:
+            console.say(entry.text())
+            console.say("podcode: press Ctrl-C to stop forwarding (the session keeps running)")
+        browse(console, args, entry)
         return hold(console, cluster, info, client)
-
-
-def _announce(console: Console, args: argparse.Namespace, info: SessionInfo,
-              record: SessionRecord, state: object, ide_url: str | None, control_url: str,
-              link: str | None = None) -> None:
-    if args.output == "json":
-        console.say(json.dumps({
-            "pod": info.pod, "namespace": info.namespace, "task": record.task, "state": state,
-            "url": ide_url, "password": record.password, "control_url": control_url,
-            "login_url": link,
-        }))
-        return
-    console.say(f"Attached to {info.namespace}/{info.pod}: task {record.task or '-'}, "
-                f"state {state}" + (f", error {record.error}" if record.error else ""))
-    if ide_url:
-        console.say(f"  VS Code:   {ide_url}")
-        if link:
-            console.say(f"  Open:      {link}")
-            console.say("             (logs this browser in once, within 10 minutes; then use "
-                        "the VS Code address)")
-        if record.password:
-            console.say(f"  Password:  {record.password}")
-            console.say(f"             (the login page asks for it; it is also the \"password\" in "
-                        f"{posixpath.join(info.home or '~/.podcode', 'session.json')} in the pod)")
-    else:
-        console.say("  This session has no browser IDE (ide=none): "
-                    f"use `podcode debug {info.pod} -n {info.namespace}` with desktop VS Code.")
-    console.say(f"  Control:   {control_url}")
-    console.say("Press Ctrl-C to stop forwarding (the session keeps running).")
 
 
 def debug(args: argparse.Namespace, console: Console) -> int:
@@ -106,14 +87,15 @@ def _describe_debug(console: Console, args: argparse.Namespace, info: SessionInf
         if merge_launch(path, configuration):
             console.warn(f"{path} had comments; they are not kept (the old file is in "
                          f"{path.name}.bak)")
-        console.say(f"Added \"{name}\" to {path}.")
+        console.say(f"podcode: added \"{name}\" to {path}")
     else:
-        console.say("Add this to .vscode/launch.json (or rerun with --write):")
+        console.say("podcode: add this to .vscode/launch.json (or rerun with --write):")
         console.say(json.dumps(configuration, indent=2))
     if args.output != "json":
-        console.say(f"debugpy of {info.namespace}/{info.pod} is on 127.0.0.1:{port}. In VS Code: "
+        console.say(f"podcode: debugpy of {info.namespace}/{info.pod} is on 127.0.0.1:{port}. "
+                    "In VS Code: "
                     f"Run and Debug, \"{name}\": it stops in the failed frame.")
-        console.say("Press Ctrl-C to stop forwarding (the session keeps running).")
+        console.say("podcode: press Ctrl-C to stop forwarding (the session keeps running)")
 
 
 def hold(console: Console, cluster: Cluster, info: SessionInfo, client: ControlClient) -> int:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 from collections.abc import Sequence
 
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
+from interactive.cli.parser import Parser
 
 MODULE = "server_bootstrap.install"
 
@@ -18,7 +18,7 @@ def run(rest: Sequence[str], console: Console) -> int:
     except ImportError as exc:
         raise CliError(f"podcode install is not available here ({MODULE} cannot be imported: "
                        f"{exc}); reinstall podcode", Exit.FAILED) from None
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="podcode install",
         description="Install code-server into the shared cache, so sessions start at once.",
     )

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import NoReturn
 
+USAGE = 2
+"""The exit code of a usage error (``Exit.USAGE``)."""
 DESCRIPTION = "Find, attach to and steer podcode debug sessions, locally or across a cluster."
 EXAMPLES = """examples:
   podcode list -n ml                     the sessions waiting in namespace ml
+  podcode open                           the login link of the session on this machine
   podcode attach train-x7k2p -n ml       VS Code of that pod at http://127.0.0.1:PORT/
   podcode debug train-x7k2p --write      forward debugpy for a desktop VS Code
   podcode status train-x7k2p             state, error, idle time, cleanup countdown
@@ -23,6 +28,20 @@ EXAMPLES = """examples:
 EPILOG = EXAMPLES + """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session),
 4 unreachable (no kubeconfig, API server or session down), 5 permission denied, 6 conflict,
 130 interrupted"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage error is two lines, what is wrong and where the help
+    is, instead of the whole usage first."""
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(message, self.prog)
+
+
+def usage_error(message: str, prog: str = "podcode") -> NoReturn:
+    """``podcode: error: MESSAGE`` and a hint to ``PROG --help`` on stderr; exits 2."""
+    print(f"podcode: error: {message}\npodcode: see {prog} --help", file=sys.stderr, flush=True)
+    raise SystemExit(USAGE)
 
 
 def _positive(text: str) -> float:
@@ -47,14 +66,14 @@ def _pid(text: str) -> int:
     return int(text)
 
 
-def _common(defaults: bool) -> argparse.ArgumentParser:
+def _common(defaults: bool) -> Parser:
     """The options every verb takes. Only the top level sets defaults, so that an option
     given before the verb is not reset by the verb's parser."""
 
     def default(value: object) -> object:
         return value if defaults else argparse.SUPPRESS
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--kubeconfig", default=default(None),
                         help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
     common.add_argument("--context", default=default(None),
@@ -68,9 +87,8 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
-def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
-              common: argparse.ArgumentParser, name: str, help_text: str,
-              optional: bool) -> argparse.ArgumentParser:
+def _pod_verb(sub: argparse._SubParsersAction[Parser], common: Parser,
+              name: str, help_text: str, optional: bool) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
     parser.add_argument("pod", nargs="?", default=None,
                         help="the session's pod" + (" (default: the local session)"
@@ -92,21 +110,28 @@ def _pod_verb(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 def build_parser() -> argparse.ArgumentParser:
     common = _common(defaults=False)
-    parser = argparse.ArgumentParser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     parents=[_common(defaults=True)])
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    parser = Parser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                    parents=[_common(defaults=True)])
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
     listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster "
                              "(--local: on this machine)")
     listing.add_argument("-A", "--all-namespaces", action="store_true",
                          help="sessions in every namespace")
     listing.add_argument("-l", "--local", action="store_true",
                          help="the sessions recorded in $PODCODE_HOME on this machine")
-    attach = _pod_verb(sub, common, "attach", "forward the session's VS Code to this machine",
-                       optional=False)
+    attach = _pod_verb(sub, common, "attach", "forward the session's VS Code to this machine "
+                       "(without POD: the local session's login link, as podcode open)",
+                       optional=True)
     attach.add_argument("--port", type=_port, help="local port for VS Code (default: the "
                         "pod's, else any free one)")
     attach.add_argument("--open", action="store_true", help="open VS Code in the browser")
+    opening = _pod_verb(sub, common, "open", "the local session's VS Code: its one-time login "
+                        "link, where the password is, the debugger (with POD: podcode attach)",
+                        optional=True)
+    opening.add_argument("--browser", dest="open", action="store_true",
+                         help="also open the link in the browser")
+    opening.set_defaults(port=None)
     debug = _pod_verb(sub, common, "debug", "forward debugpy for desktop VS Code",
                       optional=False)
     debug.add_argument("--port", type=_port, help="local port for debugpy")

@@ -40,6 +40,8 @@ class Target:
     info: SessionInfo | None = None
     cluster: Cluster | None = None
     """The cluster connection, open while the target is (a pod's session)."""
+    where: str = ""
+    """The record's file, for a local session (it holds the password)."""
 
 
 def connect(args: argparse.Namespace, console: Console) -> Cluster:
@@ -139,6 +141,16 @@ def open_record(args: argparse.Namespace, console: Console) -> Iterator[tuple[st
         yield pod_record(cluster, cluster.live_session(args.pod, args.namespace), args)
 
 
+def no_session(verb: str, record: Path, home: Path) -> str:
+    """Why ``verb`` found no local session, and the command for each case: a session on
+    this machine (its home), or one in a pod."""
+    pod_verb = "attach" if verb == "open" else verb
+    return (f"no local podcode session (nothing in {record} or {home / 'sessions'}). On this "
+            "machine: a session opens when a task with @vscode fails here (PODCODE_ENABLE=1 "
+            "outside Kubernetes); if it ran with another PODCODE_HOME, set PODCODE_HOME to it. "
+            f"In a pod: podcode {pod_verb} POD -n NAMESPACE (podcode list -A shows the pods)")
+
+
 def _local(console: Console, args: argparse.Namespace) -> Target:
     home = podcode_home(console.environ)
     damaged: list[str] = []
@@ -148,11 +160,7 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
     if not found:
         if damaged:
             raise BadSessionFile(damaged[0])
-        raise NoSession(
-            f"no local podcode session (nothing in {session_path(environ=console.environ)} or "
-            f"{home / 'sessions'}): name a pod (podcode status POD) or set PODCODE_HOME to "
-            "the session's folder"
-        )
+        raise NoSession(no_session(args.verb, session_path(environ=console.environ), home))
     chosen = choose(found, args.task, args.pid, str(home), args.session)
     name = label("local session", found, chosen)
     record = usable(chosen, name)
@@ -165,4 +173,4 @@ def _local(console: Console, args: argparse.Namespace) -> Target:
         raise ControlUnreachable(
             f"the {name}'s control API at {record.control_url} does not answer"
         )
-    return Target(name, client, record)
+    return Target(name, client, record, where=chosen.where)

@@ -1,0 +1,128 @@
+"""``podcode open`` (and ``attach`` without POD): the way into the local session's IDE.
+
+A newcomer who ran a task on this machine reaches its VS Code without opening a JSON file:
+the address, a one-time login link (the session's ``POST /api/login-link``), the password
+and the file that holds it, the debugger, and the session's notes (code-server still
+installing, say). With POD it is ``podcode attach POD``. No Kubernetes client is loaded
+for the local case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from interactive.base.record import SessionRecord
+from interactive.base.sessionfile import connectable
+from interactive.cli.api import ControlClient
+from interactive.cli.console import Console
+from interactive.cli.errors import Exit
+from interactive.cli.target import open_target
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """``podcode open [POD]`` and ``podcode attach [POD]``."""
+    if args.pod is not None:
+        from interactive.cli.attach import attach  # the Kubernetes client: only for a pod
+
+        return attach(args, console)
+    return open_local(args, console)
+
+
+def open_local(args: argparse.Namespace, console: Console) -> int:
+    """The local session's VS Code address, one-time login link, password and debugger."""
+    with open_target(args, console) as target:
+        status = target.client.status()
+        record = target.record
+        ide_url = None
+        if record.code_server_url:
+            ide_url = connectable(record.code_server_url).rstrip("/") + "/"
+        debug = debugger_address(record)
+        entry = Entry(target.label, record, status, ide_url, target.client.url,
+                      login_link(target.client, record, ide_url), target.where,
+                      f"{debug} (desktop VS Code attaches to it: docs/desktop.md)"
+                      if debug else "-")
+    if args.output == "json":
+        console.json({"session": target.label, "password_file": target.where,
+                      "debug": debug, **entry.as_json()})
+    else:
+        console.say(entry.text())
+    browse(console, args, entry)
+    return Exit.OK
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What ``attach`` and ``open`` print: the way into the session's IDE."""
+
+    label: str
+    record: SessionRecord
+    status: dict[str, Any]
+    ide_url: str | None
+    control_url: str
+    link: str | None
+    password_file: str
+    debugger: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"task": self.record.task, "state": self.status.get("state"), "url": self.ide_url,
+                "password": self.record.password, "control_url": self.control_url,
+                "login_url": self.link, "notes": list(self.status.get("notes") or [])}
+
+    def text(self) -> str:
+        record, state = self.record, self.status.get("state")
+        lines = [f"podcode: {self.label}: task {record.task or '-'}, state {state}"
+                 + (f", error {record.error}" if record.error else "")]
+        if self.ide_url:
+            lines.append(f"  VS Code:   {self.ide_url}")
+            if self.link:
+                lines += [f"  Open:      {self.link}",
+                          "             (logs this browser in once, within 10 minutes; then "
+                          "use the VS Code address)"]
+            if record.password:
+                lines += [f"  Password:  {record.password}",
+                          "             (the login page asks for it; it is also the "
+                          f"\"password\" in {self.password_file})"]
+        else:
+            lines.append(f"  VS Code:   {self._no_ide()}")
+        lines += [f"  Debugger:  {self.debugger}", f"  Control:   {self.control_url}"]
+        lines += [f"podcode: note: {note}" for note in self.status.get("notes") or []]
+        return "\n".join(lines)
+
+    def _no_ide(self) -> str:
+        if self.status.get("notes"):
+            return "none now (see the notes below); the debugger serves meanwhile"
+        return ("none (this session runs with ide=\"none\"): attach a desktop VS Code to the "
+                "debugger")
+
+
+def login_link(client: ControlClient, record: SessionRecord, ide_url: str | None) -> str | None:
+    """A one-time login link to ``ide_url`` (None without a password, or where the session
+    gives none, or where the IDE is not on a loopback address, where links do not go)."""
+    if not ide_url or not record.password or not _loopback(ide_url):
+        return None
+    return client.login_link(ide_url)
+
+
+def debugger_address(record: SessionRecord) -> str | None:
+    """``host:port`` of the session's debugpy, connectable from here (None: not recorded)."""
+    if record.debug_port is None:
+        return None
+    return urlsplit(connectable(f"http://{record.debug_host or ''}:{record.debug_port}")).netloc
+
+
+def _loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def browse(console: Console, args: argparse.Namespace, entry: Entry) -> None:
+    """``--open`` (``--browser``): the link, else the VS Code address, in the browser."""
+    if args.open and entry.ide_url:
+        console.open_browser(entry.link or entry.ide_url)
