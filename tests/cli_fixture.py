@@ -59,9 +59,11 @@ class Controls:
 
 
 class LiveSession:
-    """A real control API and a stand-in code-server on loopback, and their session.json."""
+    """A real control API and a stand-in code-server on loopback, and their session.json;
+    ``login``: the API hands out one-time login links."""
 
-    def __init__(self, home: Path, *, state: str = "waiting", ide: bool = True) -> None:
+    def __init__(self, home: Path, *, state: str = "waiting", ide: bool = True,
+                 login: bool = False) -> None:
         self.home = home
         self.controls = Controls(state)
         self.token, self.password = "tok-secret-1", "pw-secret-2"
@@ -69,7 +71,8 @@ class LiveSession:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         sock = socket.create_server(("127.0.0.1", 0))
-        self.control = ControlServer(self.controls, self.token, sock)  # type: ignore[arg-type]
+        self.control = ControlServer(self.controls, self.token, sock,  # type: ignore[arg-type]
+                                     password=self.password if login else None)
         self._call(self.control.start())
         self.control_port = sock.getsockname()[1]
         self._ide_runner: web.AppRunner | None = None

@@ -17,10 +17,11 @@ import pytest
 
 from interactive.cli import Console, Exit, install_cmd, run
 from interactive.cli.errors import CliError
+from interactive.cli.output import clock_time
 from interactive.cli.ray_target import ray_pod
 from interactive.kube.cluster import SessionInfo
 from interactive.kube.errors import NotFound, SessionEnded
-from tests.cli_fixture import LiveSession, errors, output
+from tests.cli_fixture import NOW, LiveSession, errors, output
 from tests.fake_kube import FakeKube
 
 POD_VERBS = (["attach"], ["debug"], ["status"], ["resume"], ["keepalive"], ["abort"])
@@ -154,7 +155,7 @@ def test_local_status_json(live: LiveSession, console: Console) -> None:
 def test_local_resume_then_conflict(live: LiveSession, console: Console) -> None:
     assert run(["resume"], console) == Exit.OK
     assert live.controls.calls == ["resume"]
-    assert "Resumed local session" in output(console)
+    assert "podcode: resumed local session" in output(console)
     assert run(["resume"], console) == Exit.CONFLICT
     assert "cannot resume local session: the task is resuming" in errors(console)
 
@@ -163,8 +164,10 @@ def test_local_keepalive_and_abort(live: LiveSession, console: Console) -> None:
     assert run(["keepalive", "--seconds", "7200"], console) == Exit.OK
     assert live.controls.calls == [("keepalive", 7200.0)]
     said = output(console)  # the warning waits 2 h; cleanup comes a grace period later
-    assert "no idle warning before 2027-01-15T10:00:00Z" in said
-    assert "cleanup at 2027-01-15T10:10:00Z at the earliest" in said
+    assert said.startswith(f"podcode: kept local session for 7200 s more, until "
+                           f"{clock_time(NOW + 7200, NOW)}; cleanup not before "
+                           f"{clock_time(NOW + 7800, NOW)} (in 2h10m): 10m after the idle "
+                           "warning"), said
     assert run(["abort"], console) == Exit.OK
     assert live.controls.calls[-1] == "abort"
 
@@ -364,7 +367,7 @@ def test_the_console_script_prints_no_traceback(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2(console: Console) -> None:
     with pytest.raises(SystemExit) as raised:
-        run(["attach"], console)
+        run(["debug"], console)
     assert raised.value.code == Exit.USAGE
 
 

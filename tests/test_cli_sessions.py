@@ -121,7 +121,7 @@ def test_two_local_sessions_are_listed_and_chosen(
     assert len(errors(console).splitlines()) == 1
     assert run(["resume", "--task", "eval"], console) == Exit.OK
     assert second.controls.calls == ["resume"] and first.controls.calls == []
-    assert f"Resumed local session (pid {os.getppid()})" in output(console)
+    assert f"podcode: resumed local session (pid {os.getppid()})" in output(console)
     assert run(["abort", "--pid", str(os.getpid())], console) == Exit.OK
     assert first.controls.calls == ["abort"]
 
@@ -131,8 +131,8 @@ def test_list_local_shows_every_session_without_secrets(
 ) -> None:
     assert run(["list", "--local"], console) == Exit.OK
     lines = output(console).splitlines()
-    assert lines[0].split() == ["PID", "TASK", "STATE", "STARTED", "ERROR"]
-    assert {line.split()[1] for line in lines[1:]} == {"jobs.train", "jobs.eval"}
+    assert lines[0].split() == ["PID", "SESSION", "TASK", "STATE", "STARTED", "ERROR"]
+    assert {line.split()[2] for line in lines[1:]} == {"jobs.train", "jobs.eval"}
     console.out = io.StringIO()  # type: ignore[misc]
     assert run(["list", "--local", "-o", "json"], console) == Exit.OK
     listed = json.loads(output(console))

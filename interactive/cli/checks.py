@@ -78,20 +78,37 @@ def check_code_server(environ: Environ) -> Check:
         from server_bootstrap.config import CodeServerConfig
         from server_bootstrap.locate import find_code_server, version_of
 
-        found = find_code_server(CodeServerConfig.from_environ(environ), environ)
+        config = CodeServerConfig.from_environ(environ)
+        found = find_code_server(config, environ)
     except ImportError:
         return Check("code-server", SKIP, "server_bootstrap is not installed with podcode")
     except Exception as exc:  # a bad PODCODE_CODE_SERVER_* setting: say which
         return Check("code-server", FAIL, str(exc), "fix the PODCODE_CODE_SERVER_* setting")
     if found is None:
-        return Check("code-server", WARN, "not installed: a session that opens tries to install "
-                     "it (which needs the network: where there is none, the session opens "
-                     "without the IDE)", "run `podcode install` now, or put it on PATH")
+        return _not_installed(config)
     version = version_of(found, environ)
     if version is None:
         return Check("code-server", FAIL, f"{found} does not run (`--version` failed)",
                      "reinstall it: podcode install")
     return Check("code-server", OK, f"{found} ({version})")
+
+
+def _not_installed(config: Any) -> Check:
+    """Where code-server was looked for, what moves that place, and how to fill it."""
+    from server_bootstrap.install import SIZES
+    from server_bootstrap.installs import install_name
+
+    where = config.cache.expanduser() / install_name(config.version)
+    return Check(
+        "code-server", WARN,
+        f"not installed: not on PATH, and not in {where} (the cache: "
+        "PODCODE_CODE_SERVER_CACHE moves it; PODCODE_CODE_SERVER_PATH names a binary). A "
+        f"session that opens installs it there first ({config.resolved_method()}: "
+        f"{SIZES[config.resolved_method()]}; with no network it opens without the IDE)",
+        f"podcode install (into {config.cache.expanduser()}), or set "
+        "PODCODE_CODE_SERVER_CACHE to a cache that has it, or bake it into the image "
+        "(docs/deploy.md)",
+    )
 
 
 def check_node(environ: Environ) -> Check:

@@ -10,7 +10,8 @@ from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlConflict, Exit
-from interactive.cli.output import duration, fields, iso, until
+from interactive.cli.open_cmd import debugger_address
+from interactive.cli.output import clock_time, duration, fields, iso, until
 from interactive.cli.target import Target, open_target
 
 
@@ -27,13 +28,31 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("Cleanup", _cleanup(reap_at, cleanup_at, now)),
         ("Owner", str(status.get("owner") or "-")),
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
-        ("IDE", str(status.get("ide") or "none")),
+        ("IDE", _ide(status)),
+        ("Debug", debugger_line(target)),
         ("SSH", f"port {target.record.ssh_port} (podcode ssh-config)"
          if target.record.ssh_port else "none"),
     ]
     pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
     return fields(pairs)
+
+
+def _ide(status: dict[str, Any]) -> str:
+    """``up``, ``restarting``, ``down``; before it serves, whether a note explains why."""
+    if status.get("ide"):
+        return str(status["ide"])
+    said = any("code-server" in str(note) for note in status.get("notes") or [])
+    return "not serving yet (see the notes)" if said else "none"
+
+
+def debugger_line(target: Target) -> str:
+    """Where desktop VS Code attaches: here, or (a pod) through ``podcode debug``."""
+    record = target.record
+    if target.info is not None:
+        return (f"port {record.debug_port or '-'} in the pod (podcode debug "
+                f"{target.info.pod} -n {target.info.namespace} forwards it)")
+    return debugger_address(record) or "-"
 
 
 def _cleanup(reap_at: Any, cleanup_at: Any, now: float) -> str:
@@ -140,7 +159,7 @@ def resume(args: argparse.Namespace, console: Console) -> int:
     if args.output == "json":
         console.json({"session": target.label, "pushed": written, **answer})
     else:
-        pushed = [f"Pushed {len(written)} file(s) into the session's workspace: "
+        pushed = [f"podcode: pushed {len(written)} file(s) into the session's workspace: "
                   + ", ".join(files)] if written else []
         console.say("\n".join([*pushed, _resumed_lines(target.label, answer)]))
     return Exit.OK
@@ -148,7 +167,7 @@ def resume(args: argparse.Namespace, console: Console) -> int:
 
 def _resumed_lines(label: str, answer: dict[str, Any]) -> str:
     """What the resume patched and which top-level statements it did not run."""
-    lines = [f"Resumed {label}: the task runs again with your edits."]
+    lines = [f"podcode: resumed {label}: the task runs again with your edits"]
     if answer.get("patched"):
         lines.append("  patched: " + ", ".join(answer["patched"]))
     else:
@@ -167,16 +186,31 @@ def keepalive(args: argparse.Namespace, console: Console) -> int:
         answer = target.client.keepalive(args.seconds)
     if args.output == "json":
         console.json({"session": target.label, **answer})
-        return Exit.OK
-    reap_at = answer.get("reap_at")
-    kept = answer.get("keepalive_until")
-    if isinstance(reap_at, (int, float)):
-        warned = f"no idle warning before {iso(kept)}; " if isinstance(kept, (int, float)) else ""
-        console.say(f"Kept {target.label} alive: {warned}cleanup at {iso(reap_at)} at the "
-                    "earliest, later if someone works in it.")
     else:
-        console.say(f"Kept {target.label} alive for {duration(args.seconds)}.")
+        console.say(kept_line(target.label, args.seconds, answer, console.clock()))
     return Exit.OK
+
+
+def kept_line(label: str, seconds: float, answer: dict[str, Any], now: float) -> str:
+    """The keep-alive's answer in terms of the seconds asked for: until when, and why the
+    cleanup (``reap_at``) comes when it does. Pure."""
+    kept = f"podcode: kept {label} for {seconds:g} s more"
+    held, reap_at = answer.get("keepalive_until"), answer.get("reap_at")
+    if not isinstance(reap_at, (int, float)) or not isinstance(held, (int, float)):
+        return f"{kept} (it has no idle cleanup)"  # or an older session: no more to say
+    kept += f", until {clock_time(now + seconds, now)}"
+    if held > now + seconds + 1:
+        kept += f" (an earlier keep-alive holds it until {clock_time(held, now)})"
+    cleanup = f"cleanup not before {clock_time(reap_at, now)} ({until(reap_at, now)})"
+    grace, idle = answer.get("grace_seconds"), answer.get("max_idle_seconds")
+    if not isinstance(grace, (int, float)) or not isinstance(idle, (int, float)):
+        return f"{kept}; {cleanup}, later if someone works in it"
+    if reap_at - grace > held + 1:  # the idle limit, restarted by this call, is longer
+        why = (f"the keep-alive counts as activity, so the idle limit ({duration(idle)}) "
+               f"runs from now, and cleanup comes {duration(grace)} after its warning")
+    else:
+        why = f"{duration(grace)} after the idle warning, which waits until then"
+    return f"{kept}; {cleanup}: {why}; working in it postpones both"
 
 
 def abort(args: argparse.Namespace, console: Console) -> int:
@@ -185,5 +219,5 @@ def abort(args: argparse.Namespace, console: Console) -> int:
     if args.output == "json":
         console.json({"session": target.label, **answer})
     else:
-        console.say(f"Aborted {target.label}: the task raises its original exception.")
+        console.say(f"podcode: aborted {target.label}: the task raises its original exception")
     return Exit.OK

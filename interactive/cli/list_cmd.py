@@ -16,7 +16,8 @@ from interactive.kube.cluster import SessionInfo
 from interactive.kube.errors import KubeConfigError
 
 HEADERS = ("POD", "NAMESPACE", "STATE", "TASK", "OWNER", "IDLE", "CLEANUP")
-LOCAL_HEADERS = ("PID", "TASK", "STATE", "STARTED", "ERROR")
+LOCAL_HEADERS = ("PID", "SESSION", "TASK", "STATE", "STARTED", "ERROR")
+"""SESSION tells apart two sessions of one task in one process (``--session ID``)."""
 
 
 def row(info: SessionInfo, now: float, ray: bool = False) -> tuple[str, ...]:
@@ -46,15 +47,16 @@ def as_json(info: SessionInfo, now: float) -> dict[str, Any]:
 
 def local_row(found: Found, now: float) -> tuple[str, ...]:
     started = f"{since(found.started, now)} ago" if found.started else "-"
-    return (str(found.pid or "-"), found.task or "-", found.shown_state, started,
-            str(found.data.get("error") or "-"))
+    return (str(found.pid or "-"), found.record.session or "-", found.task or "-",
+            found.shown_state, started, str(found.data.get("error") or "-"))
 
 
 def local_json(found: Found) -> dict[str, Any]:
     """What ``list --local -o json`` shows of a record: never its token or password."""
     data = found.data
     return {
-        "pid": found.pid, "started": iso(found.started or None), "task": found.task,
+        "pid": found.pid, "session": found.record.session, "started": iso(found.started or None),
+        "task": found.task,
         "state": found.state, "process": "gone" if found.gone else "running",
         "gone_at": iso(data.get(GONE)), "error": data.get("error"),
         "control_url": data.get("control_url"), "debug": data.get("debug"),

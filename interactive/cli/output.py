@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
@@ -34,6 +35,12 @@ def iso(when: float | None) -> str | None:
     if when is None:
         return None
     return datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clock_time(when: float, now: float) -> str:
+    """``HH:MM:SS`` in this machine's time zone (with the date when not within a day)."""
+    shape = "%H:%M:%S" if abs(when - now) < 86400 else "%Y-%m-%d %H:%M:%S"
+    return time.strftime(shape, time.localtime(when))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

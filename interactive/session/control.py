@@ -203,7 +203,11 @@ def build_app(
                 {"error": f"seconds must be a number in (0, {MAX_KEEPALIVE_SECONDS}]"}, status=400
             )
         reap_at = controls.keepalive(float(seconds))
-        return _answer({"reap_at": reap_at, "keepalive_until": state.keepalive_until})
+        return _answer({  # what was asked with the limits behind reap_at: the CLI explains it
+            "reap_at": reap_at, "keepalive_until": state.keepalive_until,
+            "seconds": float(seconds), "max_idle_seconds": state.max_idle_seconds,
+            "grace_seconds": state.grace_seconds,
+        })
 
     async def activity(request: web.Request) -> web.Response:
         body = await _json_body(request, body_timeout)
