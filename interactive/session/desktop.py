@@ -23,6 +23,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -174,12 +175,15 @@ def _backup(target: Path) -> Path | None:
     None when there is no file there."""
     if not target.exists():
         return None
-    backup = target.with_name(f".{target.name}.{os.getpid()}.old{TEMP_SUFFIX}")
-    backup.unlink(missing_ok=True)
+    backup = target.with_name(f".{target.name}.{secrets.token_hex(4)}.old{TEMP_SUFFIX}")
     try:
-        os.link(target, backup)
-    except OSError:
-        shutil.copy2(target, backup)
+        try:
+            os.link(target, backup)
+        except OSError:
+            shutil.copy2(target, backup)
+    except BaseException:
+        backup.unlink(missing_ok=True)
+        raise
     return backup
 
 
