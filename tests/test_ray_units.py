@@ -17,8 +17,17 @@ import pytest
 from interactive import vscode
 from interactive.base.names import RAW_ATTRIBUTE
 from interactive.base.types import ExcInfo
-from interactive.ray.bugs import FAILED, FIXED, FULL, OPEN, WAIT, Board, bug_key
-from interactive.ray.waiters import NOTE, WaiterWatch
+from interactive.ray.bugs import (
+    FAILED,
+    FIXED,
+    FULL,
+    OPEN,
+    OWNER_TIMEOUT_SECONDS,
+    WAIT,
+    Board,
+    bug_key,
+)
+from interactive.ray.waiters import NOTE, OwnerWatch
 from interactive.ray.worker import copy_of, in_copy, relocate
 from interactive.task.travel import Carried
 
@@ -65,24 +74,66 @@ def test_the_board_counts_who_waits_for_an_open_session() -> None:
     assert board.waiters("bug") == 0  # settled: nobody waits any more
 
 
-def test_the_open_session_is_told_once_that_tasks_wait_for_it() -> None:
+def test_the_owner_beats_and_its_session_is_told_once_that_tasks_wait_for_it() -> None:
     answers: list[object] = [RuntimeError("board busy"), 0, 3, 5]
     notes: list[str] = []
+    watch: OwnerWatch
 
-    def count() -> int:
+    def beat() -> int:
         answer = answers.pop(0)
+        if not answers:
+            watch.stop()
         if isinstance(answer, Exception):
             raise answer
         return int(answer)  # type: ignore[call-overload]
 
-    watch = WaiterWatch(count, seconds=0.001)
-    watch.watch(notes.append)  # returns once it has said it
-    assert notes == [NOTE.format(count=3)] and answers == [5]
+    watch = OwnerWatch(beat, seconds=0.001)
+    watch.attach(type("Session", (), {"state": type("State", (), {"note": notes.append})()}))
+    watch.watch()  # beats until stopped, even after it has said it
+    assert answers == [] and notes == [NOTE.format(count=3)]
     assert notes[0].startswith("3 more task(s) hit this bug and wait for this session")
-    stopped = WaiterWatch(lambda: 0, seconds=0.001)
-    stopped.stop()
-    stopped.watch(notes.append)  # a closed session: no more asking
-    assert len(notes) == 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_bug_whose_owner_fell_silent_is_taken_over_by_a_waiting_task() -> None:
+    asyncio.run(_owner_falls_silent())
+
+
+async def _owner_falls_silent() -> None:
+    clock = Clock()
+    board = Board(clock)
+    assert board.claim("bug", "w1", limits=(1, 0)) == (OPEN, None)
+    assert board.claim("bug", "w2") == (WAIT, "w1")
+    clock.now = OWNER_TIMEOUT_SECONDS - 1
+    assert board.heartbeat("bug", "w1") == 1  # alive, one waits
+    assert board.heartbeat("bug", "w2") == 0  # not the owner: no beat
+    clock.now += OWNER_TIMEOUT_SECONDS - 1
+    assert await board.outcome("bug", 0.001, "w2") == (WAIT, "w1")  # still alive
+    assert board.claim("other", "w3", limits=(1, 0))[0] == FULL  # one live session
+    clock.now += OWNER_TIMEOUT_SECONDS + 1  # w1 was killed
+    assert board.claim("other", "w3", limits=(1, 0)) == (OPEN, None)  # the dead one: no slot
+    assert await board.outcome("bug", 0.001, "w2", (1, 0)) == (
+        FULL, "1 sessions are open in this job (ray_max_sessions=1)")
+    board.settle("other", FIXED, [])
+    assert await board.outcome("bug", 0.001, "w2") == (OPEN, None)  # w2 takes it over
+    assert board.claim("bug", "w4") == (WAIT, "w2") and board.heartbeat("bug", "w2") == 1
+    assert board.live() and board.sessions_opened() == 3
+
+
+def test_a_silent_owners_bug_is_opened_again_by_the_next_task_that_hits_it() -> None:
+    clock = Clock()
+    board = Board(clock)
+    board.claim("bug", "w1")
+    clock.now = OWNER_TIMEOUT_SECONDS + 1
+    assert not board.live()
+    assert board.claim("bug", "w2") == (OPEN, None)
 
 
 def test_sessions_are_bounded_per_job_and_per_node_and_a_settled_bug_frees_its_place() -> None:

@@ -16,6 +16,15 @@ tensors they held are freed):
 
 A task that still fails after the fix claims the bug again: a new session opens.
 
+The fix is posted to the board when the engineer resumes (once the edits are patched
+in), not when the decorated function returns: Ray Tune may stop a trial at its last
+report, and its function never returns. The session's owner beats while the bug is
+open (:data:`HEARTBEAT_SECONDS`); a bug whose owner has not beaten for
+:data:`OWNER_TIMEOUT_SECONDS` (its worker was killed, its node lost) is taken over by
+the next task that asks about it, which opens its own session. The board is detached,
+holds no resources and is scheduled outside any placement group, so a trial's end
+(and its placement group's removal) does not take it along.
+
 Sessions are bounded: at most ``ray_max_sessions`` open at once in a job and
 ``ray_max_sessions_per_node`` on one node (0: no bound). A task whose new bug finds the
 bound reached opens none: it raises its exception, with a note that says why, and Ray's
@@ -38,6 +47,7 @@ from typing import Any
 
 from interactive.base.errors import add_note
 from interactive.base.settings import Settings, workspace_for
+from interactive.base.steps import Blocking, Steps, TaskCall
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,11 @@ Edits = list[tuple[str, str, str]]
 BOARD = "podcode-bugs-{job}"
 NAMESPACE = "podcode"
 POLL_SECONDS = 2.0
+HEARTBEAT_SECONDS = 1.0
+"""How often a bug's owner tells the board it is alive."""
+OWNER_TIMEOUT_SECONDS = 5.0
+"""A bug whose owner has not beaten for this long is free (a process busy pickling a large
+capture can hold the GIL for a second or two: a few beats' margin)."""
 
 
 @dataclass(frozen=True)
@@ -62,17 +77,15 @@ class Again:
     alive: Callable[[], bool]
     """False once the process is told to stop (SIGTERM): waiting ends."""
 
-    def __call__(self) -> Any:
-        return self.fn(*self.args, **self.kwargs)
-
     @property
     def workspace(self) -> Path:
         return workspace_for(self.ref, self.settings)
 
 
-OpenSession = Callable[..., Any]
-"""``open_session(excinfo, on_open=None)``: opens the task's own session for a failure
-(``on_open(session)`` once it is open); the task's value once resumed."""
+OpenSession = Callable[..., Steps]
+"""``open_session(excinfo, on_open=None, on_resume=None)``: the steps of the task's own
+session for a failure (``on_open(session)`` once it is open, ``on_resume()`` once the
+edits are patched in); their value is the task's, once resumed."""
 
 
 def bug_key(task: str, excinfo: ExcInfo) -> str:
@@ -91,6 +104,8 @@ class Bug:
     owner: str
     detail: Any = None
     node: str = ""
+    beat: float = field(default_factory=time.monotonic)
+    """When the owner last said it is alive (the board's clock)."""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: set[str] = field(default_factory=set)
     """Who waits for the open session's outcome."""
@@ -99,22 +114,24 @@ class Bug:
 class Board:
     """The job's bugs (the body of the board actor; plain, to be tested without Ray)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.bugs: dict[str, Bug] = {}
         self.opened = 0
+        self.clock = clock
 
     def claim(self, key: str, who: str, again: bool = False, node: str = "",
               limits: tuple[int, int] = (0, 0)) -> tuple[str, Any]:
         """``(OPEN, None)``: open the session; ``(WAIT, owner)``; ``(FULL, why)``: the
         bounds on open sessions (``limits``: in the job, on ``node``; 0 is none) are
         reached; or the outcome so far. ``again``: the fix did not help this task: a new
-        session opens."""
+        session opens. A bug whose owner is gone is this caller's to open."""
         bug = self.bugs.get(key)
-        if bug is None or (again and bug.state != OPEN):
-            full = self.full(node, limits)
+        if bug is None or (again and bug.state != OPEN) or self._orphaned(bug):
+            full = self.full(node, limits, besides=key)
             if full is not None:
                 return FULL, full
-            self.bugs[key] = Bug(OPEN, who, node=node)
+            self.bugs[key] = Bug(OPEN, who, node=node, beat=self.clock(),
+                                 waiting=bug.waiting - {who} if bug is not None else set())
             self.opened += 1
             return OPEN, None
         if bug.state == OPEN:
@@ -122,15 +139,29 @@ class Board:
             return WAIT, bug.owner
         return bug.state, bug.detail
 
+    def heartbeat(self, key: str, who: str) -> int:
+        """The owner of ``key`` is alive; how many tasks wait for its session."""
+        bug = self.bugs.get(key)
+        if bug is None or bug.state != OPEN or bug.owner != who:
+            return 0
+        bug.beat = self.clock()
+        return len(bug.waiting)
+
     def waiters(self, key: str) -> int:
         """How many tasks wait for the open session of ``key`` (0 once it is settled)."""
         bug = self.bugs.get(key)
         return len(bug.waiting) if bug is not None and bug.state == OPEN else 0
 
-    def full(self, node: str, limits: tuple[int, int]) -> str | None:
-        """Why no session may open now (a bound is reached), or None."""
+    def _orphaned(self, bug: Bug) -> bool:
+        """An open bug whose owner stopped beating (its worker died)."""
+        return bug.state == OPEN and self.clock() - bug.beat > OWNER_TIMEOUT_SECONDS
+
+    def full(self, node: str, limits: tuple[int, int], besides: str = "") -> str | None:
+        """Why no session may open now (a bound is reached), or None. Sessions whose owner
+        is gone do not count, nor the bug ``besides`` (being taken over)."""
         in_job, on_node = limits
-        open_ = [bug for bug in self.bugs.values() if bug.state == OPEN]
+        open_ = [bug for key, bug in self.bugs.items()
+                 if bug.state == OPEN and key != besides and not self._orphaned(bug)]
         if in_job and len(open_) >= in_job:
             return f"{len(open_)} sessions are open in this job (ray_max_sessions={in_job})"
         here = [bug for bug in open_ if bug.node == node]
@@ -146,17 +177,25 @@ class Board:
         bug.state, bug.detail = state, detail
         bug.settled.set()
 
-    async def outcome(self, key: str, timeout: float) -> tuple[str, Any]:
-        """The bug's outcome once settled (``(WAIT, owner)`` after ``timeout`` seconds)."""
+    async def outcome(self, key: str, timeout: float, who: str = "",
+                      limits: tuple[int, int] = (0, 0), node: str = "") -> tuple[str, Any]:
+        """The bug's outcome once settled (``(WAIT, owner)`` after ``timeout`` seconds);
+        ``(OPEN, None)`` when its owner is gone and ``who`` takes the session over."""
         bug = self.bugs[key]
         try:
             await asyncio.wait_for(bug.settled.wait(), timeout)
         except asyncio.TimeoutError:
+            if who and self._orphaned(bug):
+                return self.claim(key, who, node=node, limits=limits)
             return WAIT, bug.owner
         return bug.state, bug.detail
 
     def sessions_opened(self) -> int:
         return self.opened
+
+    def live(self) -> bool:
+        """Whether a session is open with its owner alive."""
+        return any(bug.state == OPEN and not self._orphaned(bug) for bug in self.bugs.values())
 
 
 class BoardActor(Board):
@@ -183,13 +222,15 @@ class BoardActor(Board):
         while True:
             await asyncio.sleep(60)
             idle = time.monotonic() - self.touched > self.IDLE_EXIT_SECONDS
-            if idle and all(bug.state != OPEN for bug in self.bugs.values()):
+            if idle and not self.live():
                 ray.actor.exit_actor()  # type: ignore[no-untyped-call]
 
 
 def board() -> Any:
-    """The job's board actor (made by the first task that needs it)."""
+    """The job's board actor (made by the first task that needs it), outside any placement
+    group: created from a trial, it must outlive the trial's group."""
     import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     job = ray.get_runtime_context().get_job_id()
     remote: Any = ray.remote
@@ -197,6 +238,8 @@ def board() -> Any:
     return actor.options(
         name=BOARD.format(job=job), namespace=NAMESPACE, lifetime="detached",
         get_if_exists=True,
+        scheduling_strategy=PlacementGroupSchedulingStrategy(
+            placement_group=None),  # type: ignore[arg-type]  # Ray's documented way out
     ).remote()
 
 
@@ -204,29 +247,29 @@ def who() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
-def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Any:
+def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
     """The failed ``call`` in a Ray worker: its own session, or the outcome of the one
-    already open for the same bug."""
-    import ray
-
+    already open for the same bug. Whatever goes wrong on the way (the board out of reach,
+    a fix that cannot be applied here), the task's own exception is raised, with a note."""
     key = bug_key(call.ref.name, excinfo)
     try:
-        shared = board()
-        verdict, detail = ray.get(shared.claim_async.remote(key, who(), False, *_where(call)))
+        shared = yield Blocking(board)
+        verdict, detail = yield Blocking(_ask, (shared.claim_async, key, who(), False,
+                                                *_where(call)))
     except Exception as exc:  # no board: this task's own session, as without Ray
         log.warning("the job's bug board is out of reach (%s): a session of its own", exc)
-        return open_session(excinfo)
-    if verdict == OPEN:
-        return _own_session(call, excinfo, open_session, shared, key)
+        return (yield from open_session(excinfo))
     if verdict == WAIT:
         _release(excinfo)
         print(f"podcode: {key}: a session is open for this bug ({detail}); this task waits "
               "for its outcome and holds no session of its own", flush=True)
         idle = call.settings.idle  # the open session is cleaned up by then at the latest
-        verdict, detail = _wait(shared, key, idle.max_idle_seconds + idle.grace_seconds,
-                                call.alive)
+        verdict, detail = yield Blocking(_wait, (shared, key, call, idle.max_idle_seconds
+                                                 + idle.grace_seconds))
+    if verdict == OPEN:
+        return (yield from _own_session(call, excinfo, open_session, shared, key))
     if verdict == FIXED:
-        return _with_fix(call, detail, open_session, shared, key)
+        return (yield from _with_fix(call, excinfo, detail, open_session, shared, key))
     if verdict == FULL:
         print(f"podcode: {key}: no session opens for this task: {detail}", flush=True)
         add_note(excinfo[1], f"podcode: no debug session opened: {detail}")
@@ -234,6 +277,13 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Any:
         why = "no outcome in time" if verdict == WAIT else detail
         add_note(excinfo[1], f"podcode: the session for this bug ended without a fix ({why})")
     raise excinfo[1].with_traceback(excinfo[2])
+
+
+def _ask(method: Any, *args: Any) -> Any:
+    """One call of the board actor, answered (``ray.get``)."""
+    import ray
+
+    return ray.get(method.remote(*args))
 
 
 def _where(call: Again) -> tuple[str, tuple[int, int]]:
@@ -247,23 +297,30 @@ def _where(call: Again) -> tuple[str, tuple[int, int]]:
 
 def _own_session(
     call: Again, excinfo: ExcInfo, open_session: OpenSession, shared: Any, key: str
-) -> Any:
+) -> Steps:
+    """This task's session for the bug: its owner beats until it ends; the fix is posted
+    when the engineer resumes, a failure when the session ends without one."""
     import ray
 
-    from interactive.ray.waiters import WATCH_SECONDS, WaiterWatch
+    from interactive.ray.waiters import OwnerWatch
     from interactive.storage.workspace import Snapshot
 
-    base = Snapshot.take(call.workspace)
-    watch = WaiterWatch(lambda: ray.get(shared.waiters.remote(key), timeout=WATCH_SECONDS))
+    base = yield Blocking(Snapshot.take, (call.workspace,))
+    me = who()
+    watch = OwnerWatch(lambda: ray.get(shared.heartbeat.remote(key, me),
+                                       timeout=HEARTBEAT_SECONDS * 4), HEARTBEAT_SECONDS)
+
+    def resumed() -> None:
+        shared.settle.remote(key, FIXED, edits(base))  # the waiters take it now
+
+    watch.start()
     try:
-        value = open_session(excinfo, on_open=watch.start)
+        return (yield from open_session(excinfo, on_open=watch.attach, on_resume=resumed))
     except BaseException as exc:
         shared.settle.remote(key, FAILED, f"{type(exc).__name__}: {exc}")
         raise
     finally:
         watch.stop()
-    shared.settle.remote(key, FIXED, edits(base))
-    return value
 
 
 def edits(base: Any) -> Edits:
@@ -272,46 +329,56 @@ def edits(base: Any) -> Edits:
     return [(str(path.relative_to(base.root)), old, new) for path, old, new in edits_since(base)]
 
 
-def _wait(
-    shared: Any, key: str, limit: float, alive: Callable[[], bool]
-) -> tuple[str, Any]:
-    """Wait for the bug's outcome, at most ``limit`` seconds, while ``alive()``."""
+def _wait(shared: Any, key: str, call: Again, limit: float) -> tuple[str, Any]:
+    """Wait for the bug's outcome, at most ``limit`` seconds, while the process is alive;
+    ``(OPEN, None)`` when this task takes over the session of an owner that is gone."""
     import ray
 
     deadline = time.monotonic() + limit
     verdict: tuple[str, Any] = (WAIT, None)
-    while alive() and time.monotonic() < deadline:
-        verdict = ray.get(shared.outcome.remote(key, POLL_SECONDS))
+    node, limits = _where(call)
+    while call.alive() and time.monotonic() < deadline:
+        verdict = ray.get(shared.outcome.remote(key, POLL_SECONDS, who(), limits, node))
         if verdict[0] != WAIT:
             break
     return verdict
 
 
 def _with_fix(
-    call: Again, fix: Edits, open_session: OpenSession, shared: Any, key: str
-) -> Any:
+    call: Again, excinfo: ExcInfo, fix: Edits, open_session: OpenSession, shared: Any, key: str
+) -> Steps:
     """Apply the bug's fix here and call the task again; failing the same way, a new
     session opens."""
-    import ray
-
     from interactive.resume.patching import plan
 
     root = call.workspace
-    patch = plan([(root / rel, old, new) for rel, old, new in fix], [call.fn])
-    _write(root, fix)
-    patch.apply()
+    try:
+        patch = plan([(root / rel, old, new) for rel, old, new in fix], [call.fn])
+        _write(root, fix)
+        patch.apply()
+    except Exception as exc:  # the fix does not apply to this copy: the task's own error
+        add_note(excinfo[1], f"podcode: the fix made in this bug's session cannot be applied "
+                             f"here ({type(exc).__name__}: {exc})")
+        raise excinfo[1].with_traceback(excinfo[2]) from None
     print(f"podcode: {key}: fixed in its session; this task runs again: {patch.summary()}",
           flush=True)
     try:
-        return call()
+        return (yield TaskCall(call.fn, call.args, call.kwargs))
     except NEVER_DEBUGGED:
         raise
     except BaseException as exc:
         again: ExcInfo = (type(exc), exc, exc.__traceback__)
     if bug_key(call.ref.name, again) != key:
-        return handle(call, again, open_session)
-    ray.get(shared.claim_async.remote(key, who(), True, *_where(call)))
-    return _own_session(call, again, open_session, shared, key)
+        return (yield from handle(call, again, open_session))
+    try:
+        verdict, detail = yield Blocking(_ask, (shared.claim_async, key, who(), True,
+                                                *_where(call)))
+    except Exception as exc:  # the board is gone: this task's own session
+        log.warning("the job's bug board is out of reach (%s): a session of its own", exc)
+        return (yield from open_session(again))
+    if verdict != OPEN:  # another task took the bug again first: wait on its session
+        return (yield from handle(call, again, open_session))
+    return (yield from _own_session(call, again, open_session, shared, key))
 
 
 def _write(root: Path, fix: Edits) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sys
 import threading
@@ -14,11 +15,12 @@ from interactive.base.context import current_task
 from interactive.base.errors import InputsError, Reaped, add_note, from_the_task
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.settings import Settings, podcode_home, workspace_for
+from interactive.base.steps import Blocking, Leave, Steps, TaskCall, Wait
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
 from interactive.distributed import collective
 from interactive.inputs import snapshot
 from interactive.inputs.capture import MISSING, load_each
-from interactive.task import preempt
+from interactive.task import preempt, steps
 from interactive.task.warmup import settle, warm_up
 
 if TYPE_CHECKING:
@@ -56,16 +58,25 @@ def run_task(
     (:mod:`interactive.inputs.snapshot`), nothing is written until the task fails."""
     token, flight = current_task.set(ref.name), preempt.entering()
     try:
-        call = first_call(fn, ref, settings, args, kwargs)
-        if settings.cache:
-            return _cached(call)
-        result = _attempt(call)
-        if not preempt.check_alive():
-            _leave_if_preempted(call)
-        return result
+        return steps.run(whole(first_call(fn, ref, settings, args, kwargs)))
     finally:
         preempt.leaving(flight)
         current_task.reset(token)
+
+
+def whole(call: Call) -> Steps:
+    """A decorated call's steps (:mod:`interactive.task.steps`): the cache, the task, and
+    its session when it fails; the task's value."""
+    if call.settings.cache:
+        cached, hit, value = yield Blocking(CachedCall.look_up, (call,))
+        if hit:
+            return value
+        result = yield from attempt(call)
+        yield Blocking(cached.store, (result,))
+        return result
+    result = yield from attempt(call)
+    _leave_if_preempted(call)
+    return result
 
 
 def first_call(
@@ -148,24 +159,12 @@ class CachedCall:
         self.cache.put(self.key(), result)
 
 
-def _cached(call: Call) -> Any:
-    cached, hit, value = CachedCall.look_up(call)
-    if hit:
-        return value
-    result = _attempt(call)
-    cached.store(result)
-    return result
-
-
-def _attempt(call: Call) -> Any:
+def attempt(call: Call) -> Steps:
+    """The task called (retried as set), and its session when it fails."""
     if call.settings.mode == "startup":
-        return debug_session(call, None)
+        return (yield from session_steps(call, None))
     try:
-        if call.settings.retries:
-            from interactive.task.retry import call_with_retries
-
-            return call_with_retries(call.fn, call.args, call.kwargs, call.settings.retries)
-        return call.fn(*call.args, **call.kwargs)
+        return (yield TaskCall(call.fn, call.args, call.kwargs, call.settings.retries))
     except NEVER_DEBUGGED:
         raise
     except BaseException:
@@ -180,9 +179,9 @@ def _attempt(call: Call) -> Any:
             else:  # one session per bug across the job
                 again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
                                    preempt.check_alive)
-                return bugs.handle(again, excinfo, lambda failed, on_open=None: debug_session(
-                    call, failed, on_open))
-    return debug_session(call, excinfo)
+                return (yield from bugs.handle(again, excinfo, functools.partial(
+                    session_steps, call)))
+    return (yield from session_steps(call, excinfo))
 
 
 def _sync_checkpoints(ref: TaskRef) -> None:
@@ -235,36 +234,59 @@ def _restored(live: Any, saved: Any) -> Any:
 
 
 def debug_session(
-    call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None
+    call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None,
+    on_resume: Callable[[], object] | None = None,
 ) -> Any:
+    """Open a session and serve it on this thread until the task succeeds, or
+    abort/reap/preemption (see :func:`session_steps`)."""
+    return steps.run(session_steps(call, excinfo, on_open, on_resume))
+
+
+def session_steps(
+    call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None,
+    on_resume: Callable[[], object] | None = None,
+) -> Steps:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption;
-    ``on_open(session)`` once it is open."""
-    settle()
-    if excinfo is not None and _loop_running():
-        return _without_session(call, excinfo, RuntimeError(ON_LOOP))
-    session = new_session(call, excinfo)
+    ``on_open(session)`` once it is open, ``on_resume()`` each time the engineer's edits
+    have been patched in, before the task is called again."""
+    refused = yield Blocking(_ready_for_session, (excinfo,))
+    if refused is not None:
+        return (yield from without_session(call, excinfo, refused))
+    session = yield Blocking(new_session, (call, excinfo))  # its imports: off a loop
     unregister = on_sigterm(session)
     final = Phase.FAILED
     try:
         try:
-            session.open(excinfo, call.fn, call.args, call.kwargs, call.snapshot)
+            yield Blocking(session.open, (excinfo, call.fn, call.args, call.kwargs,
+                                          call.snapshot))
         except Exception as exc:
-            return _without_session(call, excinfo, exc)
+            return (yield from without_session(call, excinfo, exc))
         if on_open is not None:
             on_open(session)
-        _sync_checkpoints(call.ref)  # a retry in a new pod finds the last checkpoint
-        value = _serve(call, session, excinfo)
+        yield Blocking(_sync_checkpoints, (call.ref,))  # a retry in a new pod finds the last
+        value = yield from _serve(call, session, excinfo, on_resume)
         final = Phase.DONE
         return value
-    except KeyboardInterrupt:  # Ctrl-C, or ray.cancel: at any moment once the session waits
-        url = session.save_edits()
-        log.warning("%s was interrupted while its session waited%s", call.ref.name,
+    except (KeyboardInterrupt, asyncio.CancelledError) as stop:  # Ctrl-C, ray.cancel, a
+        # cancelled coroutine: at any moment once the session waits
+        url = yield Blocking(session.save_edits)
+        log.warning("%s was %s while its session waited%s", call.ref.name,
+                    "cancelled" if isinstance(stop, asyncio.CancelledError) else "interrupted",
                     f"; your edits are saved in {url}" if url else "")
         raise
     finally:
         unregister()
-        session.close(final)
-        preempt.exit_from_thread()  # SIGTERM ended a session waiting off the main thread
+        yield Blocking(session.close, (final,))
+        yield Leave()
+
+
+def _ready_for_session(excinfo: ExcInfo | None) -> Exception | None:
+    """Imports settled; why no session may open on this thread (None: it may): a plain
+    function's session on a running event loop would freeze the loop."""
+    settle()
+    if excinfo is not None and _loop_running():
+        return RuntimeError(ON_LOOP)
+    return None
 
 
 ON_LOOP = (
@@ -304,19 +326,24 @@ def on_sigterm(session: Session) -> Callable[[], None]:
     return preempt.on_terminate(lambda: session.commands.put(command))
 
 
-def _serve(call: Call, session: Session, excinfo: ExcInfo | None) -> Any:
+def _serve(
+    call: Call, session: Session, excinfo: ExcInfo | None,
+    on_resume: Callable[[], object] | None,
+) -> Steps:
     """Wait for commands; the resumed task's value once it succeeds."""
     while True:
-        planned = resumed_with(call, session, session.wait(), excinfo)
+        planned = resumed_with(call, session, (yield Wait(session)), excinfo)
         try:
             args, kwargs = resume_inputs(call, session, planned)
-            value = call.fn(*args, **kwargs)
+            if on_resume is not None:
+                on_resume()
+            value = yield TaskCall(call.fn, args, kwargs)
         except NEVER_DEBUGGED:
             raise
         except BaseException:
             excinfo = failed_again(call, session)
             continue
-        session.deliver_fix()
+        yield Blocking(session.deliver_fix)
         return value
 
 
@@ -350,12 +377,12 @@ def failed_again(call: Call, session: Session) -> ExcInfo:
     return excinfo
 
 
-def _without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Any:
+def without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Steps:
     """podcode could not open the session: the task's own outcome, and one line why."""
     why = f"podcode could not open a debug session for {call.ref.name}: {problem}"
     if excinfo is None:  # mode="startup": no failure to show, run the task as it is
         log.warning("%s; the task runs without one", why)
-        return call.fn(*call.args, **call.kwargs)
+        return (yield TaskCall(call.fn, call.args, call.kwargs))
     log.error("%s", why)
     add_note(excinfo[1], why)
     raise excinfo[1].with_traceback(from_the_task(excinfo[2]))

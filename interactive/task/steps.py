@@ -1,0 +1,56 @@
+"""One driver for plain functions and coroutines: a call's steps, and their executor on
+the calling thread.
+
+A decorated call goes through the same steps whether the task is a plain function or
+an ``async def``: call it; when it fails, open a session (or wait on the Ray job's bug
+board), wait for a command, patch, call again, deliver the fix, close. Those steps are
+written once (:mod:`interactive.task.runner`), as a generator that yields each thing to
+be done and receives its result, or its exception. An executor does the things:
+
+- :func:`run` on the calling thread, for a plain function;
+- :func:`interactive.task.aio.run` on the event loop, for a coroutine: blocking work on
+  a thread of its own, the task's call awaited, the wait for a command off the loop.
+
+So the board, ``on_open``, the interrupt handling and every later change reach both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from interactive.base.steps import Blocking, Leave, Step, Steps, TaskCall, Wait
+from interactive.task import preempt
+
+
+def run(steps: Steps) -> Any:
+    """Run ``steps`` on the calling thread; their value (or their exception)."""
+    result: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(result) if error is None else steps.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        result = error = None
+        try:
+            result = _do(step)
+        except BaseException as exc:  # noqa: BLE001 - the steps decide what it means
+            error = exc
+
+
+def _do(step: Step) -> Any:
+    match step:
+        case Blocking(fn, args):
+            return fn(*args)
+        case TaskCall(fn, args, kwargs, retries):
+            if retries:
+                from interactive.task.retry import call_with_retries
+
+                return call_with_retries(fn, args, kwargs, retries)
+            return fn(*args, **kwargs)
+        case Wait(session):
+            return session.wait()
+        case Leave():
+            preempt.exit_from_thread()  # SIGTERM ended a session waiting off the main thread
+            return None
+    raise AssertionError(f"unknown step {step!r}")
