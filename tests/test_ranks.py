@@ -66,3 +66,34 @@ def test_open_mpi_and_slurm(env: dict[str, str], expected: RankInfo) -> None:
 def test_variables_that_do_not_add_up_are_named(env: dict[str, str], named: str) -> None:
     with pytest.raises(RankError, match=named.replace("(", r"\(")):
         detect(env)
+
+
+class Group:
+    """What ``ranks.from_group`` reads of a process group (a real one: test_gloo_sockets)."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+
+    def get_rank(self) -> int:
+        return self.rank
+
+    def get_world_size(self) -> int:
+        return self.world_size
+
+
+def test_without_rank_variables_the_group_says_and_every_rank_is_local() -> None:
+    """torch.multiprocessing.spawn sets nothing: one node, local rank = rank."""
+    from interactive.distributed.ranks import from_group
+
+    info = from_group(Group(1, 2), {})
+    assert (info.rank, info.world_size, info.local_rank, info.local_world_size) == (1, 2, 1, 2)
+
+
+def test_lightnings_local_rank_is_kept_when_the_group_gives_the_rest() -> None:
+    """Lightning's launcher sets LOCAL_RANK and WORLD_SIZE only."""
+    from interactive.distributed.ranks import from_group
+
+    info = from_group(Group(3, 4), {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert (info.rank, info.local_rank, info.local_world_size) == (3, 1, 2)
+    with pytest.raises(RankError, match="LOCAL_RANK=2 is outside LOCAL_WORLD_SIZE=2"):
+        from_group(Group(0, 4), {"LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"})

@@ -109,7 +109,7 @@ class Torchrun:
     def __init__(
         self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",)
     ) -> None:
-        self.workspace, self.home = workspace, home
+        self.workspace, self.home, self.script = workspace, home, script
         self.log = workspace.parent / "torchrun.log"
         self.debug_port, self.control_port = free_run(2), free_run(2)
         env = {
