@@ -50,9 +50,21 @@ named by ``PODCODE_SESSION_ID`` in its environment (several sessions of one proc
 a workspace, each with its own code-server)."""
 _OWN_FILE_NAME = re.compile(r"session-(?P<pid>\d+)(?:-(?P<started>\d+))?(?:-\d+)?\.json")
 """``session-<pid>-<start in centiseconds>[-<n>].json`` (see :data:`OWN_SESSION_FILE`)."""
-HOST = socket.gethostname()
-"""Written into each companion file: only a session of the same host (pod) can tell
-whether the process that wrote it is gone (a workspace may be shared between pods)."""
+
+
+def _host() -> str:
+    """This host and its process id namespace: ``train-x7k2p pid:[4026532459]``."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = "pid:[?]"
+    return f"{socket.gethostname()} {namespace}"
+
+
+HOST = _host()
+"""Written into each companion file: only a session that sees the same process ids (the
+same host or pod, and the same pid namespace: containers of a pod may have their own)
+can tell whether the process that wrote it is gone; a workspace may be shared."""
 WRITTEN = Path("podcode") / "written.json"
 ORIGINALS = Path("podcode") / "originals"
 HIDDEN_ROOT = Path(__file__).resolve().parents[1]
