@@ -90,7 +90,8 @@ def add_routes(app: web.Application, links: LoginLinks, password: str | None) ->
         if password is None or origin is None:
             return _refused("the link names no loopback code-server (?ide=http://127.0.0.1:PORT/)")
         if not links.redeem(request.match_info["nonce"]):
-            return _refused("this login link was used or has expired: run podcode attach again")
+            return _refused("this login link was used or has expired: run podcode open (or podcode "
+                            "attach POD) again")
         script_nonce = secrets.token_urlsafe(16)
         return web.Response(
             text=page(request.query["ide"], password, script_nonce), content_type="text/html",
