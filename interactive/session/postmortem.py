@@ -13,6 +13,10 @@ task, stopped in the failed frame. The thread waiting for a command
 suspended. The presenter is never suspended or traced otherwise, and it stands
 for the hidden main thread: debugpy ends its session once no listed thread is
 the main one or a non-daemon one.
+
+Everything here that reaches into debugpy's internals goes through
+:mod:`interactive.base.pydevd`, which also ends debugpy's threads at the process's exit
+once no session waits.
 """
 
 from __future__ import annotations

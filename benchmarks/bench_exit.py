@@ -1,0 +1,147 @@
+"""exit_after_task_s: from the task's end to the process's exit, after a session.
+
+Each run starts a decorated task that fails (``ide="none"``: debugpy and the control
+API, no code-server), waits until its session waits, and ends it through the control
+API: ``POST /api/resume`` (the task then succeeds and the call returns,
+``exit_after_task_s``) or ``POST /api/abort`` (the call raises, ``exit_after_abort_s``).
+The child prints ``time.time()`` the moment the call is over; the figure is the time from
+then until ``waitpid`` returns here. ``exit_after_sigterm_s`` times the preemption path
+instead: SIGTERM to the waiting process, until it has exited (no ``on_preempt`` hooks).
+
+The baseline is a process that only calls ``debugpy.listen()`` and then ends, timed the
+same way, interleaved with podcode's runs: pydevd's non-daemon alive check holds such a
+process about 0.7 s at exit. Without podcode's exit hook a session's process waited
+about 5 s more (pydevd's polls, slowed while the session waited).
+
+Run: ``python benchmarks/bench_exit.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.bench_async import _waiting  # noqa: E402
+from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
+from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
+from interactive.cli.api import ControlClient  # noqa: E402
+
+GOAL = "<= 0.5"
+JOB = textwrap.dedent("""
+    import time
+    from interactive import vscode
+
+    calls = [0]
+
+
+    @vscode(port=0, control_port=0, debug_port=0, ide="none")
+    def train(value):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise ValueError("broken")
+        return value
+
+
+    if __name__ == "__main__":
+        try:
+            train(1)
+        finally:
+            print("OVER", time.time(), flush=True)
+""")
+BARE = textwrap.dedent("""
+    import time
+    import debugpy
+
+    debugpy.listen(("127.0.0.1", 0))
+    print("OVER", time.time(), flush=True)
+""")
+
+
+def _environ(home: Path) -> dict[str, str]:
+    env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home),
+           "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env.pop(SESSION_VARIABLE, None)
+    return env
+
+
+def _over(output: str) -> float:
+    """When the child said its task was over (its wall clock, as ours)."""
+    for line in output.splitlines():
+        if line.startswith("OVER "):
+            return float(line.split()[1])
+    raise RuntimeError(f"the child never said its task was over:\n{output[-2000:]}")
+
+
+def _finish(proc: subprocess.Popen[bytes], started: float | None = None) -> float:
+    """Seconds from the task's end (or ``started``) until ``proc`` exited."""
+    output, _ = proc.communicate(timeout=120)
+    exited = time.time()
+    return exited - (started if started is not None else _over(output.decode(errors="replace")))
+
+
+def session_exit(way_out: str) -> float:
+    """One run: a session ended by ``way_out`` (resume, abort, sigterm); its exit time."""
+    root = Path(tempfile.mkdtemp(prefix="podcode-bench-exit-"))
+    workspace, home = root / "ws", root / "home"
+    workspace.mkdir()
+    (workspace / "job.py").write_text(JOB)
+    proc = subprocess.Popen([sys.executable, "job.py"], cwd=workspace, env=_environ(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        record = _waiting(home, proc)
+        if way_out == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+            return _finish(proc, started=time.time())
+        client = ControlClient(record["control_url"], record["token"])
+        if way_out == "resume":
+            client.resume()
+        else:
+            client.abort()
+        return _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bare_exit() -> float:
+    """One run of the baseline: a process that only calls ``debugpy.listen()``."""
+    env = {**os.environ, "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", BARE], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return _finish(proc)
+
+
+ABOUT = {
+    "exit_after_task_s": "seconds from the resumed task's return to the process's exit",
+    "exit_after_abort_s": "seconds from the aborted call's raise to the process's exit",
+    "exit_after_sigterm_s": "seconds from SIGTERM to a waiting session's process to its exit",
+}
+BASELINE_IS = "a process that only calls `debugpy.listen()`, from its last line to its exit"
+
+
+def run(runs: int = RUNS) -> list[dict[str, Any]]:
+    entries = []
+    for name, way_out in (("exit_after_task_s", "resume"), ("exit_after_abort_s", "abort"),
+                          ("exit_after_sigterm_s", "sigterm")):
+        ours, bare = interleaved(functools.partial(session_exit, way_out), bare_exit, runs)
+        entries.append(figure(name, ours, unit="s", goal=GOAL, baseline=bare, digits=3,
+                              measures=ABOUT[name], baseline_is=BASELINE_IS))
+    return entries
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
