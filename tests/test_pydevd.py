@@ -1,6 +1,6 @@
 """The one module that reaches into pydevd: its version gate, its pace while a session
-waits, and its decision at exit. The real pydevd is exercised in child processes
-(tests/test_prompt_exit.py): imported here it would take this process's ``breakpoint()``."""
+waits, and its decision at exit. The real pydevd runs in child processes only (here, and
+in tests/test_prompt_exit.py): imported here it would take this process's ``breakpoint()``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import pytest
 
 from interactive.base import pydevd
 from interactive.base.pydevd import IDLE_PYDEVD_SECONDS, unhurried
+from tests.dap import DapClient
+from tests.session_fixture import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -187,3 +189,38 @@ def test_thread_markers_are_set_and_put_back() -> None:
     assert getattr(thread, pydevd.DO_NOT_TRACE) is False
     assert not hasattr(thread, pydevd.UNLISTED)
     assert pydevd.presenter_markers() == {pydevd.DO_NOT_TRACE: True, pydevd.MAIN_THREAD: True}
+
+
+UNTESTED_JOB = """
+import debugpy
+
+debugpy.__version__ = "1.9.0"  # as an untested debugpy would say
+
+from interactive import vscode
+
+
+@vscode(port=0, control_port=0, debug_port=0, ide="none")
+def train(value):
+    raise ValueError(f"broken {value}")
+
+
+if __name__ == "__main__":
+    train(7)
+"""
+
+
+def test_an_untested_debugpy_still_serves_the_post_mortem(job: Job) -> None:
+    """A real session with debugpy's internals left alone: one warning, a client still
+    stops in the failed frame (noticed by polling), abort still ends the process."""
+    job.write("job.py", UNTESTED_JOB)
+    record = job.start().wait_state("waiting")
+    client = DapClient(record["debug"]["host"], record["debug"]["port"])
+    try:
+        assert client.attach_and_stop()["description"] == "broken 7"
+    finally:
+        client.close()
+    assert job.api("POST", "/api/abort")[0] == 202
+    assert job.wait_exit(timeout=60) == 1
+    output = job.output()
+    assert output.count("debugpy 1.9.0 is not one podcode was tested with") == 1, output
+    assert "ValueError: broken 7" in output
