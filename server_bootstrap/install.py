@@ -29,9 +29,10 @@ log = logging.getLogger(__name__)
 
 SIZES = {
     "npm": "about 255 MB to download, 800 MB on disk with Node 24, a few minutes",
-    "tarball": "a release tarball of about 100 MB, checked against its sha256",
+    "tarball": "a release tarball, checked against its sha256: no build, less than npm",
 }
-"""What an install costs, by method (measured with code-server 4.139.1 on linux-amd64)."""
+"""What an install costs, by method (npm's measured with code-server 4.139.1 on
+linux-amd64)."""
 AVOID = ("to skip this wait: `podcode install` ahead of time, PODCODE_CODE_SERVER_CACHE "
          "pointing at a cache that has it, or code-server baked into the image "
          "(docs/deploy.md)")
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         binary = install(config, method=args.method, version=args.code_server_version,
                          target=args.dir, environ=environ)
     except BootstrapError as exc:
-        print(f"podcode install: {exc}", file=sys.stderr)
+        print(f"podcode: install failed: {exc}", file=sys.stderr)
         return 1
     print(binary)
     return 0

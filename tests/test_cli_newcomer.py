@@ -28,6 +28,7 @@ from interactive.cli.output import clock_time
 from server_bootstrap.installs import install_name
 from tests.cli_fixture import NOW, LiveSession, errors, output
 from tests.session_fixture import Job
+from tests.waiting import wait_until
 
 FAILING = """
 from interactive import vscode
@@ -75,12 +76,19 @@ def _npm_pids(tmp_path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()] if path.exists() else []
 
 
+def installing(job: Job, env: dict[str, str], tmp_path: Path) -> None:
+    """The failing job started on the fresh machine: its session waits, npm runs."""
+    job.write("job.py", FAILING)
+    job.start(env=env)
+    job.wait_state("waiting")
+    wait_until(lambda: _npm_pids(tmp_path), "the install to start")
+    wait_until(lambda: "fix the code, then" in job.output(), "the session's announcement")
+
+
 def test_while_code_server_installs_the_session_says_what_and_where_and_abort_ends_it_at_once(
     job: Job, fresh_machine: dict[str, str], tmp_path: Path
 ) -> None:
-    job.write("job.py", FAILING)
-    job.start(env=fresh_machine)
-    job.wait_state("waiting")
+    installing(job, fresh_machine, tmp_path)
     cache = Path(fresh_machine["PODCODE_CODE_SERVER_CACHE"])
     said = job.output()
     notice = next(line for line in said.splitlines() if "is not installed" in line)
@@ -94,7 +102,6 @@ def test_while_code_server_installs_the_session_says_what_and_where_and_abort_en
     assert opened.returncode == Exit.OK, opened.stderr
     assert "VS Code:   none now (see the notes below)" in opened.stdout
     assert notice.split("note: ", 1)[-1] in opened.stdout
-    assert _npm_pids(tmp_path), "the install never started"
 
     aborted = podcode("abort")
     assert aborted.returncode == Exit.OK, aborted.stderr
@@ -108,9 +115,7 @@ def test_while_code_server_installs_the_session_says_what_and_where_and_abort_en
 def test_a_fix_resumed_while_code_server_installs_ends_the_task_at_once(
     job: Job, fresh_machine: dict[str, str], tmp_path: Path
 ) -> None:
-    job.write("job.py", FAILING)
-    job.start(env=fresh_machine)
-    job.wait_state("waiting")
+    installing(job, fresh_machine, tmp_path)
     job.write("job.py", FAILING.replace("steps > 2", "steps > 5"))
     resumed = podcode("resume")
     assert resumed.returncode == Exit.OK, resumed.stderr
@@ -128,6 +133,7 @@ def test_when_code_server_cannot_start_the_advice_works_locally(
     job.write("job.py", FAILING)
     job.start(env={"PODCODE_CODE_SERVER_PATH": str(broken)})
     job.wait_state("waiting")
+    wait_until(lambda: "fix the code, then" in job.output(), "the session's announcement")
     said = job.output()
     assert "no IDE (code-server) for this session" in said
     assert "VS Code when code-server is ready" not in said  # it said it cannot start
@@ -265,6 +271,7 @@ def test_keepalive_answer_of_an_older_session() -> None:
     (["edits"], "edits"),
     (["frobnicate"], None),
     (["status", "--bogus"], "status"),
+    (["debug"], "debug"),
 ])
 def test_a_usage_error_is_one_line_and_a_hint(argv: list[str], verb: str | None) -> None:
     done = podcode(*argv)
@@ -273,6 +280,8 @@ def test_a_usage_error_is_one_line_and_a_hint(argv: list[str], verb: str | None)
     assert first.startswith("podcode: error: ")
     assert hint == f"podcode: see podcode{' ' + verb if verb else ''} --help"
     assert "usage:" not in done.stderr and done.stdout == ""
+    if verb == "debug":  # it needs a pod: the local way is said too
+        assert "podcode open says where" in first
 
 
 def test_ssh_without_a_session_says_what_to_run_here_and_for_a_pod() -> None:

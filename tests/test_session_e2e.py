@@ -170,7 +170,8 @@ def test_no_code_server_keeps_the_session_without_ide(job: Job, tmp_path) -> Non
     record = job.start(env={"PODCODE_CODE_SERVER_PATH": str(missing)}).wait_state("waiting")
     assert record["code_server_url"] is None and record["password"] is None
     notes = job.api("GET", "/api/status")[1]["notes"]
-    assert any("no IDE for this session" in note and str(missing) in note for note in notes)
+    assert any("no IDE (code-server) for this session" in note and str(missing) in note
+               for note in notes)
     assert job.api("POST", "/api/abort")[0] == 202
     assert job.wait_exit() == 1
 

@@ -73,7 +73,9 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
             resolve(args, console)  # imports the Kubernetes client: only when asked for
         elif getattr(args, "pod_required", False) and args.pod is None:
             usage_error(f"podcode {args.verb} needs the session's pod, or --ray NAME (its "
-                        "RayCluster or RayJob)", f"podcode {args.verb}")
+                        "RayCluster or RayJob); for a session on this machine, desktop VS Code "
+                        "attaches to its debugger directly (podcode open says where)",
+                        f"podcode {args.verb}")
         return verb(args.verb)(args, console)
     except PodcodeError as exc:
         console.warn(str(exc))
