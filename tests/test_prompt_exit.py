@@ -169,3 +169,37 @@ def test_a_later_session_of_the_process_still_debugs_then_the_process_ends(job: 
     output = job.output()
     assert "FIRST OVER" in output and "SECOND OVER" in output
     assert _ended_by(output) == [["MainThread", 0]], output
+
+
+OUTLIVED = REPORT + """
+import concurrent.futures, threading
+from interactive import vscode
+
+
+@vscode(port=0, control_port=0, debug_port=0, ide="none")
+def train(value):
+    raise ValueError("broken")
+
+
+if __name__ == "__main__":
+    pool = concurrent.futures.ThreadPoolExecutor(1)  # never shut down: joined at exit
+    pool.submit(int).result()
+    after = threading.Thread(target=threading.main_thread().join, name="after-main")
+    after.start()  # not a daemon: runs on after the main thread is done
+    try:
+        train(1)
+    except ValueError:
+        print("ABORTED", flush=True)
+    _watch_pydevd_end()
+"""
+
+
+def test_threads_that_outlive_the_main_one_are_debugged_to_their_end(job: Job) -> None:
+    """Non-daemon threads still run when the main thread ends: pydevd's threads are ended
+    once they are done, by podcode, not at pydevd's own pace."""
+    job.write("job.py", OUTLIVED)
+    job.start().wait_state("waiting")
+    assert job.api("POST", "/api/abort")[0] == 202
+    assert job.wait_exit(timeout=60) == 0, job.output()
+    assert "ABORTED" in job.output()
+    assert _ended_by(job.output()) == [["podcode-pydevd-exit", 0]], job.output()

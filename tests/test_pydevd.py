@@ -154,9 +154,11 @@ def test_at_exit_pydevd_ends_at_once_unless_a_session_still_waits(
     assert debugger.disposed == ([] if needed else [{"wait": True, "timeout": 0}])
 
 
-def test_at_exit_pydevd_keeps_its_pace_while_a_program_thread_runs(
+def test_at_exit_pydevd_serves_program_threads_then_ends(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A non-daemon thread of the program still runs when the main thread is done: the
+    debugger goes on serving it, and ends as soon as it has ended."""
     debugger = _FakeDebugger()
     monkeypatch.setattr(pydevd, "_debugger", lambda: debugger)
     monkeypatch.setattr(pydevd, "_exit_checks", [])
@@ -165,11 +167,12 @@ def test_at_exit_pydevd_keeps_its_pace_while_a_program_thread_runs(
     worker.start()
     try:
         pydevd._end_at_exit()
+        watcher = next(t for t in threading.enumerate() if t.name == "podcode-pydevd-exit")
+        assert watcher.daemon and debugger.disposed == []
     finally:
         release.set()
         worker.join(30)
-    assert debugger.disposed == []
-    pydevd._end_at_exit()
+    watcher.join(30)
     assert debugger.disposed == [{"wait": True, "timeout": 0}]
 
 

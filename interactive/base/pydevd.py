@@ -425,10 +425,11 @@ _exit_checks: list[Callable[[], bool]] = []
 
 
 def end_promptly_at_exit(still_needed: Callable[[], bool]) -> None:
-    """When the interpreter exits, end pydevd's threads at once, without its polls, unless
-    ``still_needed()`` (a session still waits) or a non-daemon thread of the program still
-    runs: then pydevd ends as it would. Runs before the interpreter joins the non-daemon
-    threads (pydevd's alive check is one), which is before any ``atexit`` hook."""
+    """When the interpreter exits, end pydevd's threads without its polls: at once, or, while
+    non-daemon threads of the program still run, as soon as they have ended (the debugger
+    serves them until then); not at all while ``still_needed()`` (a session still waits).
+    Runs before the interpreter joins the non-daemon threads (pydevd's alive check is one),
+    which is before any ``atexit`` hook."""
     with _check_lock:
         first = not _exit_checks
         _exit_checks.append(still_needed)
@@ -449,24 +450,45 @@ def end_promptly_at_exit(still_needed: Callable[[], bool]) -> None:
 def _end_at_exit() -> None:
     """The exit hook: never raises (an error here would only be printed)."""
     try:
-        if any(check() for check in list(_exit_checks)) or _program_threads_alive():
-            log.debug("the debugger is still needed at exit: pydevd ends at its own pace")
-            return
         debugger = _debugger()
-        if debugger is not None:
-            end_now(debugger)
+        if debugger is None:
+            return
+        running = _program_threads(debugger)
+        if not running:
+            _end_unless_needed(debugger, [])
+            return
+        watcher = threading.Thread(target=_end_unless_needed, args=(debugger, running),
+                                   name="podcode-pydevd-exit", daemon=True)
+        hide(watcher)
+        watcher.start()
     except Exception:
         log.debug("could not end the debugger's threads at exit", exc_info=True)
 
 
-def _program_threads_alive() -> bool:
-    """Whether a non-daemon thread other than this one and pydevd's still runs."""
+def _end_unless_needed(debugger: Any, running: list[threading.Thread]) -> None:
+    """Once ``running`` have ended, end pydevd's threads unless a session still waits."""
+    try:
+        for thread in running:
+            thread.join()
+        if any(check() for check in list(_exit_checks)):
+            log.debug("a session still waits at exit: pydevd ends at its own pace")
+            return
+        end_now(debugger)
+    except Exception:
+        log.debug("could not end the debugger's threads at exit", exc_info=True)
+
+
+def _program_threads(debugger: Any) -> list[threading.Thread]:
+    """The non-daemon threads still running, other than this one and pydevd's own (a
+    thread waiting in a session is one: hidden from the debugger, it is the program's)."""
+    own = set(getattr(debugger, "created_pydb_daemon_threads", None) or ())
+    own.add(getattr(debugger, "check_alive_thread", None))
     current = threading.current_thread()
-    return any(
-        thread is not current and not thread.daemon and thread.is_alive()
-        and not getattr(thread, UNLISTED, False)
-        for thread in threading.enumerate()
-    )
+    return [
+        thread for thread in threading.enumerate()
+        if thread is not current and not thread.daemon and thread.is_alive()
+        and thread not in own
+    ]
 
 
 def end_now(debugger: Any) -> None:
