@@ -102,6 +102,8 @@ def test_while_code_server_installs_the_session_says_what_and_where_and_abort_en
     assert opened.returncode == Exit.OK, opened.stderr
     assert "VS Code:   none now (see the notes below)" in opened.stdout
     assert notice.split("note: ", 1)[-1] in opened.stdout
+    status = podcode("status")
+    assert "IDE:      installing (see the notes)" in status.stdout, status.stdout
 
     aborted = podcode("abort")
     assert aborted.returncode == Exit.OK, aborted.stderr
@@ -140,6 +142,7 @@ def test_when_code_server_cannot_start_the_advice_works_locally(
     assert "podcode status says where" in said
     status = podcode("status")
     assert status.returncode == Exit.OK, status.stderr
+    assert "IDE:      none (see the notes)" in status.stdout
     debug = next(line for line in status.stdout.splitlines() if line.startswith("Debug:"))
     assert debug.split()[-1].startswith("127.0.0.1:")  # where desktop VS Code attaches
 

@@ -39,11 +39,14 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
 
 
 def _ide(status: dict[str, Any]) -> str:
-    """``up``, ``restarting``, ``down``; before it serves, whether a note explains why."""
+    """``up``, ``restarting``, ``down``; before it serves, whether it is being installed or
+    a note says why there is none."""
     if status.get("ide"):
         return str(status["ide"])
-    said = any("code-server" in str(note) for note in status.get("notes") or [])
-    return "not serving yet (see the notes)" if said else "none"
+    notes = " ".join(str(note) for note in status.get("notes") or [])
+    if "installing it" in notes:
+        return "installing (see the notes)"
+    return "none (see the notes)" if "code-server" in notes else "none"
 
 
 def debugger_line(target: Target) -> str:
