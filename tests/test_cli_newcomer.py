@@ -360,3 +360,9 @@ def test_doctor_names_where_it_looked_for_code_server(tmp_path: Path) -> None:
     assert run(["doctor", "--pod", "-o", "json"], console) in (Exit.OK, Exit.FAILED)
     [shown] = [c for c in json.loads(output(console)) if c["name"] == "code-server"]
     assert shown["detail"] == check.detail
+    here = Console(out=io.StringIO(), err=io.StringIO(),  # a laptop where tasks run
+                   environ={**environ, "PODCODE_ENABLE": "1",
+                            "KUBECONFIG": str(tmp_path / "no-kubeconfig")})
+    assert run(["doctor", "-o", "json"], here) == Exit.OK
+    first = json.loads(output(here))[0]
+    assert first["name"] == "code-server" and first["detail"] == check.detail

@@ -257,10 +257,12 @@ def run_checks(environ: Environ, connect: Callable[[], Cluster],
                namespace: str | None = None, pod: bool | None = None) -> list[Check]:
     """The checks of one side, in the order the table shows them: in a pod, what a
     session needs there (code-server, GPU, mail, ports, the pod's permissions); on a
-    laptop, what the CLI needs (the cluster and your permissions). ``pod`` None: detect."""
+    laptop, what the CLI needs (the cluster and your permissions), and code-server when
+    ``PODCODE_ENABLE=1`` opens sessions there. ``pod`` None: detect."""
     pod_side = in_pod(environ) if pod is None else pod
-    if not pod_side:
-        return check_kubernetes(connect, environ, namespace, pod=False)
+    if not pod_side:  # with PODCODE_ENABLE=1 sessions open here too: their IDE first
+        here = [check_code_server(environ)] if environ.get("PODCODE_ENABLE") == "1" else []
+        return [*here, *check_kubernetes(connect, environ, namespace, pod=False)]
     return [
         check_code_server(environ),
         check_node(environ),
