@@ -58,7 +58,7 @@ KEEP = "keep"
 ON_DISK = "on_disk"
 AT_FAILURE = "at_failure"
 
-_ATOMS: frozenset[type] = frozenset({
+ATOMS: frozenset[type] = frozenset({
     int, float, complex, bool, str, bytes, type(None), range, slice, type(Ellipsis),
     types.FunctionType, types.BuiltinFunctionType, type,
 })
@@ -96,7 +96,7 @@ class _Stop(Exception):
 def estimate(value: Any, bound: int = NODE_BOUND) -> Estimate:
     """What a snapshot of ``value`` would be, walking at most ``bound`` objects."""
     kind = type(value)
-    if kind in _ATOMS:
+    if kind in ATOMS:
         return NOTHING_TO_KEEP
     walk = _Walk(bound)
     try:
@@ -132,7 +132,7 @@ class _Walk:
 
     def visit(self, value: Any) -> None:
         kind = type(value)
-        if kind in _ATOMS:
+        if kind in ATOMS:
             if kind is str or kind is bytes:
                 self.nbytes += len(value) if len(value) < BIG_BYTES or kind is str else 0
             else:

@@ -93,13 +93,19 @@ def take(
 ) -> CallSnapshot | None:
     """The call's arguments now, copying at most ``budget`` bytes in all; None when no
     argument can change in place. Never raises, never runs an argument's own code."""
-    estimates = [sizing.estimate(value) for value in (*args, *kwargs.values())]
+    values = (*args, *kwargs.values()) if kwargs else args
+    for value in values:
+        if type(value) not in sizing.ATOMS:
+            break
+    else:
+        return None  # numbers and strings: the common call, a type check each
+    estimates = [sizing.estimate(value) for value in values]
     if all(found.verdict == sizing.UNCHANGEABLE for found in estimates):
         return None
     sink: BufferSink | None = None
     room = budget
     arguments = []
-    for value, found in zip((*args, *kwargs.values()), estimates, strict=True):
+    for value, found in zip(values, estimates, strict=True):
         if found.verdict == sizing.UNCHANGEABLE:
             arguments.append(UNCHANGEABLE)
         elif found.verdict != sizing.KEEP:
