@@ -89,7 +89,7 @@ def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
         code = job.proc.wait(90)
     except subprocess.TimeoutExpired:
         raise AssertionError(f"the resumed job never ended:\n{job.output()}") from None
-    assert code == 0, job.output()
+    assert code == 0, f"torchrun exited with {code}:\n{job.output()}"
     return job.output()
 
 
@@ -104,6 +104,8 @@ def test_rank_1_fails_while_rank_0_is_in_backward_and_both_resume_to_the_fixed_r
     assert failed["error"].startswith("IndexError: list index out of range")
     victim = job.wait_waiting(0)  # broken out of DDP's all-reduce, not after gloo's 30 minutes
     assert victim["error"].startswith("RuntimeError") and "closed by peer" in victim["error"]
+    # Its session names the bug it waits on: rank 1's, not one of its own.
+    assert "stopped because rank 1 failed (IndexError: list index out of range)" in victim["error"]
     output = resume_and_finish(job, ONE_RANK)
     assert "gloo connections shut down" in output
     # A group formed in main is formed again by main's re-run; one formed before it, by podcode.

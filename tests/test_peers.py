@@ -131,3 +131,32 @@ def test_watch_says_once_what_this_rank_waits_on(tmp_path: Path) -> None:
     watch.in_session = True  # this rank's own session is open: nothing to report
     assert watch.check() == []
     assert json.loads((tmp_path / "rank-1" / "session.json").read_text())["attempt"] == 2
+
+
+def test_a_rank_stopped_by_a_peers_failure_names_that_peer(tmp_path: Path) -> None:
+    """Rank 1 announces its bug before breaking the group; rank 0 finds it, and a rank
+    that failed only because of the group (because=...) is nobody's culprit."""
+    failing, victim = Peers(tmp_path, PEER), Peers(tmp_path, TWO)
+    assert victim.culprit() is None
+    failing.announce_failure("IndexError: list index out of range", because=None)
+    assert victim.culprit() == (1, "IndexError: list index out of range")
+    victim.announce_failure("RuntimeError: Connection closed by peer", because=1)
+    assert failing.culprit() is None
+    failing.withdraw_failure()  # it resumes
+    assert victim.culprit() is None
+
+
+def test_an_announcement_of_a_process_gone_is_ignored(tmp_path: Path) -> None:
+    Peers(tmp_path, PEER).announce_failure("ValueError: x", because=None)
+    path = tmp_path / "rank-1" / "failure.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "started": 1.0}))
+    assert Peers(tmp_path, TWO).culprit() is None
+
+
+def test_what_a_broken_group_raises_is_told_from_a_bug() -> None:
+    from interactive.distributed.peers import broke_with_the_group
+
+    closed = RuntimeError("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+                          "[127.0.0.1]:40059")
+    assert broke_with_the_group(closed)
+    assert not broke_with_the_group(IndexError("list index out of range"))

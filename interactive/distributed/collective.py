@@ -44,6 +44,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from interactive.base.errors import add_note
 from interactive.distributed import gloo_sockets
 
 log = logging.getLogger(__name__)
@@ -116,13 +117,16 @@ def in_group() -> bool:
     return dist is not None and dist.get_world_size() > 1
 
 
-def abort_group() -> bool:
-    """Break the default process group so peers blocked on this rank fail fast."""
+def abort_group(error: BaseException | None = None) -> bool:
+    """Break the default process group so peers blocked on this rank fail fast;
+    ``error``, the rank's failure, is announced to the pod's other ranks first."""
     global _aborted
     dist = _dist()
     if dist is None or dist.get_world_size() < 2:
         return False
     _join_late(dist)
+    if error is not None:
+        _announce(error)
     aborted = _Aborted(
         str(dist.get_backend()), dist.get_rank(), dist.get_world_size(),
         store=_default_store(dist), formed_by_task=_group_at_call is False,
@@ -149,6 +153,43 @@ def abort_group() -> bool:
             NCCL_ERROR_HANDLING, os.environ.get(NCCL_ERROR_HANDLING, "unset, torch's default 3"),
         )
     return True
+
+
+def _announce(error: BaseException) -> None:
+    """Tell the pod's ranks this one failed, before the group breaks. A failure that the
+    group's breaking caused (a peer announced its own first) names that peer's bug."""
+    from interactive.distributed import peers
+
+    pod = peers.current()
+    if pod is None:
+        return
+    culprit = pod.culprit() if peers.broke_with_the_group(error) else None
+    if culprit is not None:
+        _blame(error, pod.info.rank, *culprit)
+    try:
+        pod.announce_failure(f"{type(error).__name__}: {error}",
+                             None if culprit is None else culprit[0])
+    except OSError as exc:
+        log.warning("rank %d: cannot announce its failure to the other ranks: %s",
+                    pod.info.rank, exc)
+
+
+def _blame(error: BaseException, rank: int, culprit: int, their_error: str) -> None:
+    """Say in ``error`` itself (what its session shows) which rank's bug stopped this one."""
+    why = f"stopped because rank {culprit} failed ({their_error})"
+    if len(error.args) == 1 and isinstance(error.args[0], str):
+        error.args = (f"{why}; here: {error.args[0]}",)
+    add_note(error, f"podcode: rank {rank} {why}: fix that rank's bug and resume; "
+                    "this rank resumes with it")
+    log.warning("rank %d %s; it waits on that bug and resumes with it", rank, why)
+
+
+def _withdraw() -> None:
+    from interactive.distributed import peers
+
+    pod = peers.current()
+    if pod is not None:
+        pod.withdraw_failure()
 
 
 def _default_store(dist: Any) -> Any:
@@ -205,6 +246,7 @@ def break_group(dist: Any, backend: str) -> str | None:
 def reform_group() -> bool:
     """Re-create the group this process aborted (blocks until every rank joins)."""
     global _aborted, _generation
+    _withdraw()
     aborted = _aborted
     if aborted is None:
         return False

@@ -8,11 +8,17 @@ session's life): the leader serves code-server, marks the pod, emails the
 owner and deletes the pod at cleanup; the others serve their debugger and
 control API only. A resume or abort on any rank is forwarded to every other
 local rank that waits in a session, so they go on together.
+
+A rank that fails announces it (``rank-<local rank>/failure.json``) before it
+breaks the process group. A peer whose collective then fails because the group
+broke ("Connection closed by peer") finds that announcement: it is stopped
+because of that rank's bug, not one of its own, and says so.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -23,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interactive.base.files import write_json
 from interactive.base.identity import process_identity as process_identity  # re-exported
-from interactive.base.identity import process_started
+from interactive.base.identity import process_started, same_start
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import FILE, SessionRecord, write_session
 from interactive.base.threads import start_thread
@@ -33,6 +40,15 @@ from interactive.distributed.ranks import RankInfo
 
 log = logging.getLogger(__name__)
 
+FAILURE = "failure.json"
+"""A rank's announcement that it failed and is about to break the group."""
+BROKEN_GROUP = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+)
+"""What a collective raises in a rank whose peer broke the group (gloo, NCCL)."""
 PEER_HEADER = "X-Podcode-Peer"
 """Set on a forwarded call: the receiving rank does not forward it again."""
 FORWARD_TIMEOUT_SECONDS = 5.0
@@ -105,6 +121,29 @@ class Peers:
             if r != self.info.local_rank
         ]
 
+    # -- failing ---------------------------------------------------------------------
+    def announce_failure(self, error: str, because: int | None) -> None:
+        """Say this rank failed (``because``: another rank's failure made it fail)."""
+        folder = rank_home(self.base, self.info)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        announcement = {"rank": self.info.rank, "error": error, "because": because,
+                        **process_identity()}
+        write_json(folder / FAILURE, announcement, mode=0o600, durable=False)
+
+    def withdraw_failure(self) -> None:
+        """This rank resumes: its failure is no one's reason to stop any more."""
+        (rank_home(self.base, self.info) / FAILURE).unlink(missing_ok=True)
+
+    def culprit(self) -> tuple[int, str] | None:
+        """(rank, error) of a live local rank that announced a failure of its own."""
+        for local in range(self.info.local_world_size):
+            if local == self.info.local_rank:
+                continue
+            announced = _read_failure(self.base / f"rank-{local}" / FAILURE)
+            if announced is not None and announced.get("because") is None:
+                return int(announced["rank"]), str(announced["error"])
+        return None
+
     # -- leading ---------------------------------------------------------------------
     def try_lead(self) -> bool:
         """Take the pod's leader lock if it is free; held until :meth:`release`."""
@@ -153,6 +192,24 @@ class Peers:
                 running,
             )
         return told
+
+
+def _read_failure(path: Path) -> dict[str, Any] | None:
+    """An announcement whose process still lives (a stale one is ignored)."""
+    try:
+        announced = json.loads(path.read_text())
+        pid, started = int(announced["pid"]), announced["started"]
+        _ = announced["rank"], announced["error"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    alive = same_start(started, process_started(pid))
+    return announced if alive and isinstance(announced, dict) else None
+
+
+def broke_with_the_group(error: BaseException) -> bool:
+    """Whether ``error`` is what a collective raises when a peer broke the group."""
+    text = str(error)
+    return any(sign in text for sign in BROKEN_GROUP)
 
 
 def _post(record: SessionRecord, command: CommandKind) -> None:
