@@ -245,7 +245,7 @@ def remove_companions(root: Path, session: Mapping[str, object]) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="podcode watchdog: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="podcode: watchdog: %(message)s")
     orders, control_fd = parse_arguments(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the task is not for us
     if wait_for_end(orders, control_fd) == "stop":
