@@ -106,6 +106,14 @@ ABOUT: dict[str, tuple[str, str]] = {
     "list_1000_pods_s": (
         "`podcode list -A` over 1,000 session pods",
         "one bare `list_pod_for_all_namespaces` call of the kubernetes client"),
+    "ddp_failure_to_all_sessions_s": (
+        "DDP under torchrun (gloo, CPU, 2 ranks): rank 1's exception at its last step, while "
+        "rank 0 is in the gradient all-reduce, until both ranks' sessions wait",
+        "none: without podcode rank 0 waits for gloo's timeout (30 minutes)"),
+    "ddp_resume_overhead_s": (
+        "the same job: one resume after the fix until torchrun exits with the fixed result, "
+        "less the baseline (below zero: the resumed ranks, warm, train faster than a cold run)",
+        "the fixed job with podcode off, from both ranks in `main` to its exit"),
     "ranks_in_session_ratio": (
         "torchrun, 2 ranks, one failing: start until both ranks' sessions wait",
         "the fixed job run to its end with podcode off"),

@@ -1,0 +1,132 @@
+"""Benchmark of DDP under torchrun (gloo, CPU, 2 ranks): failure to sessions, resume to result.
+
+The job is pytorch/examples' DDP tutorial adapted to CPU
+(``tests/ddp_examples/multigpu_torchrun.py``) with rank 1's bug of
+``tests/test_ddp_e2e.py`` (its shard ends one past the data: an IndexError at its
+last step while rank 0 is in DDP's gradient all-reduce). Two lines of
+instrumentation are added to the copy that runs: the moment of rank 1's failure,
+and the moment each rank enters ``main``, written to files.
+
+``run()`` returns entries ``{"name", "value", "unit", "baseline", "goal"}`` with the
+median, ``min`` and ``max`` of 3 runs (``PODCODE_BENCH_RUNS`` when lower):
+
+- ``ddp_failure_to_all_sessions_s``: from rank 1's exception to both ranks waiting in
+  their sessions (``ide="none"``). Without the gloo connections' shutdown rank 0
+  would wait in ``loss.backward()`` for gloo's timeout (30 minutes). Goal: at most 5.
+- ``ddp_resume_overhead_s``: from the resume (the control API's POST, forwarded to the
+  other rank) to torchrun's exit with the fixed result, less the same remaining work
+  without podcode: the fixed script run with podcode off, from its last rank entering
+  ``main`` to torchrun's exit (``main`` runs again whole on resume), measured in the
+  same run. Goal: at most 10. It can be below zero: the resumed ranks are warm (torch's
+  lazy initialisation, the first DDP and autograd passes are behind them), the baseline
+  is a cold run.
+
+Run: ``python benchmarks/run.py --merge bench_ddp`` (needs torch).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import RUNS, figure  # noqa: E402
+from tests import torchrun_job  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "tests" / "ddp_examples" / "multigpu_torchrun.py"
+SCRIPT = ("multigpu_torchrun.py", "2", "1")
+BUG = ("for _ in range(size)]", "for _ in range(size - 1)]")
+FAILED = (
+    "        return self.data[index]\n",
+    "        if index >= len(self.data):\n"
+    "            open('failed_at', 'w').write(repr(__import__('time').time()))\n"
+    "        return self.data[index]\n",
+)
+ENTERED = (
+    "    if setup:\n        ddp_setup()\n",
+    "    open(f\"main_{os.environ['RANK']}\", 'w').write(repr(__import__('time').time()))\n"
+    "    if setup:\n        ddp_setup()\n",
+)
+
+
+def _copy(workspace: Path, *edits: tuple[str, str]) -> Path:
+    workspace.mkdir(parents=True)
+    script = Path(shutil.copy(EXAMPLE, workspace / EXAMPLE.name))
+    text = script.read_text()
+    for old, new in (FAILED, ENTERED, *edits):
+        if old not in text:
+            raise RuntimeError(f"{EXAMPLE.name} no longer has {old!r}")
+        text = text.replace(old, new)
+    script.write_text(text)
+    return script
+
+
+def _stamp(path: Path) -> float:
+    return float(path.read_text())
+
+
+def baseline(folder: Path) -> float:
+    """The fixed job with podcode off: both ranks in ``main`` to torchrun's exit."""
+    workspace = folder / "fixed"
+    _copy(workspace)
+    proc = torchrun_job.start(workspace, {"PODCODE_ENABLE": "0"}, script=SCRIPT)
+    if proc.wait(300) != 0:
+        raise RuntimeError("the fixed job failed")
+    ended = time.time()
+    return ended - max(_stamp(workspace / f"main_{rank}") for rank in (0, 1))
+
+
+def measure(folder: Path) -> tuple[float, float]:
+    """(rank 1's failure to both sessions waiting, resume to torchrun's exit)."""
+    workspace = folder / "failing"
+    script = _copy(workspace, BUG)
+    job = torchrun_job.Torchrun(workspace, folder / "home", SCRIPT)
+    try:
+        while not all(
+            (record := job.record(rank)) and record["state"] == "waiting" for rank in (0, 1)
+        ):
+            if job.proc.poll() is not None:
+                raise RuntimeError(f"torchrun exited:\n{job.output()}")
+            time.sleep(0.02)
+        in_sessions = time.time() - _stamp(workspace / "failed_at")
+        script.write_text(script.read_text().replace(BUG[1], BUG[0]))
+        record = job.record(0)
+        assert record is not None
+        resumed = time.time()
+        torchrun_job.post(record, "/api/resume")
+        if job.proc.wait(300) != 0:
+            raise RuntimeError(f"the resumed job failed:\n{job.output()}")
+        return in_sessions, time.time() - resumed
+    finally:
+        job.stop()
+
+
+def run(runs: int = min(RUNS, 3)) -> list[dict[str, Any]]:
+    to_sessions, resumes, baselines = [], [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="podcode-bench-ddp-") as folder:
+            baselines.append(baseline(Path(folder)))
+            in_sessions, resume = measure(Path(folder))
+        to_sessions.append(in_sessions)
+        resumes.append(resume)
+    overheads = [r - b for r, b in zip(resumes, baselines, strict=True)]
+    return [
+        figure("ddp_failure_to_all_sessions_s", to_sessions, unit="s", goal="<= 5",
+               digits=3),
+        figure("ddp_resume_overhead_s", overheads, unit="s", goal="<= 10",
+               baseline=baselines, digits=3,
+               baseline_is="the fixed job, podcode off, last rank entering main to exit",
+               resume_to_result_s=round(statistics.median(resumes), 3)),
+    ]
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
