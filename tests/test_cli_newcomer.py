@@ -82,7 +82,7 @@ def installing(job: Job, env: dict[str, str], tmp_path: Path) -> None:
     job.start(env=env)
     job.wait_state("waiting")
     wait_until(lambda: _npm_pids(tmp_path), "the install to start")
-    wait_until(lambda: "fix the code, then" in job.output(), "the session's announcement")
+    wait_until(lambda: "then podcode resume" in job.output(), "the session's announcement")
 
 
 def test_while_code_server_installs_the_session_says_what_and_where_and_abort_ends_it_at_once(
@@ -135,7 +135,7 @@ def test_when_code_server_cannot_start_the_advice_works_locally(
     job.write("job.py", FAILING)
     job.start(env={"PODCODE_CODE_SERVER_PATH": str(broken)})
     job.wait_state("waiting")
-    wait_until(lambda: "fix the code, then" in job.output(), "the session's announcement")
+    wait_until(lambda: "then podcode resume" in job.output(), "the session's announcement")
     said = job.output()
     assert "no IDE (code-server) for this session" in said
     assert "VS Code when code-server is ready" not in said  # it said it cannot start
@@ -366,3 +366,32 @@ def test_doctor_names_where_it_looked_for_code_server(tmp_path: Path) -> None:
     assert run(["doctor", "-o", "json"], here) == Exit.OK
     first = json.loads(output(here))[0]
     assert first["name"] == "code-server" and first["detail"] == check.detail
+
+
+# --- where to edit ----------------------------------------------------------------------------
+
+
+def test_the_session_says_which_folder_to_edit_and_a_resume_of_nothing_says_it_again(
+    job: Job,
+) -> None:
+    """The user edits their checkout instead of the session's folder (a Ray worker's copy, a
+    pod's image): every place that shows the session names the folder, and a resume that
+    patched nothing says where the code is and how to send files edited elsewhere."""
+    job.write("job.py", FAILING.replace("@vscode(", '@vscode(ide="none", '))
+    job.start().wait_state("waiting")
+    folder = str(job.workspace.resolve())
+    wait_until(lambda: "then podcode resume" in job.output(), "the session's announcement")
+    assert f"fix the code in {folder}, then podcode resume" in job.output()
+    status = podcode("status")
+    assert status.returncode == Exit.OK, status.stderr
+    code = next(line for line in status.stdout.splitlines() if line.startswith("Code:"))
+    assert folder in code and "podcode resume --push" in code
+    listed = json.loads(podcode("list", "--local", "-o", "json").stdout)
+    assert [session["workspace"] for session in listed] == [folder]
+    resumed = podcode("resume")
+    assert resumed.returncode == Exit.OK, resumed.stderr
+    assert "nothing patched" in resumed.stdout
+    assert f"the session's code is in {folder}: edit it there" in resumed.stdout
+    job.wait_state("waiting")  # it failed again, as nothing changed
+    podcode("abort")
+    job.wait_exit()

@@ -30,6 +30,8 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
         ("GPU", "-" if gpu is None else f"{gpu:.0f}%"),
         ("IDE", _ide(status)),
         ("Debug", debugger_line(target)),
+        ("Code", f"{target.record.workspace} (edit there; your own checkout: podcode resume "
+                 "--push FILE)" if target.record.workspace else "-"),
         ("SSH", f"port {target.record.ssh_port} (podcode ssh-config)"
          if target.record.ssh_port else "none"),
     ]
@@ -164,17 +166,22 @@ def resume(args: argparse.Namespace, console: Console) -> int:
     else:
         pushed = [f"podcode: pushed {len(written)} file(s) into the session's workspace: "
                   + ", ".join(files)] if written else []
-        console.say("\n".join([*pushed, _resumed_lines(target.label, answer)]))
+        console.say("\n".join([*pushed, _resumed_lines(target.label, answer,
+                                                        target.record.workspace)]))
     return Exit.OK
 
 
-def _resumed_lines(label: str, answer: dict[str, Any]) -> str:
-    """What the resume patched and which top-level statements it did not run."""
+def _resumed_lines(label: str, answer: dict[str, Any], workspace: str | None = None) -> str:
+    """What the resume patched and which top-level statements it did not run; when nothing
+    changed, where the session's code is (an edit made elsewhere is not seen)."""
     lines = [f"podcode: resumed {label}: the task runs again with your edits"]
     if answer.get("patched"):
         lines.append("  patched: " + ", ".join(answer["patched"]))
     else:
         lines.append("  nothing patched: no definition that runs in the task's process changed")
+        if workspace and not answer.get("not_loaded"):
+            lines.append(f"  the session's code is in {workspace}: edit it there, or send files "
+                         "you edited elsewhere with podcode resume --push FILE")
     if answer.get("not_loaded"):
         lines.append("  not loaded in the task's process (nothing patched there): "
                      + ", ".join(answer["not_loaded"]))

@@ -56,7 +56,7 @@ def local_json(found: Found) -> dict[str, Any]:
     data = found.data
     return {
         "pid": found.pid, "session": found.record.session, "started": iso(found.started or None),
-        "task": found.task,
+        "task": found.task, "workspace": data.get("workspace"),
         "state": found.state, "process": "gone" if found.gone else "running",
         "gone_at": iso(data.get(GONE)), "error": data.get("error"),
         "control_url": data.get("control_url"), "debug": data.get("debug"),

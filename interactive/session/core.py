@@ -291,7 +291,7 @@ class Session:
             where.insert(0, "VS Code when code-server is ready (podcode open / attach POD)")
         print(
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
-            "fix the code, then podcode resume (or abort)",
+            f"fix the code in {self.workspace}, then podcode resume (or abort)",
             *(f"\npodcode: note: {note}" for note in self.state.notes),
             file=sys.stderr, sep="", flush=True,
         )
