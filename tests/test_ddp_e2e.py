@@ -85,6 +85,11 @@ def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
     ranks = [job.wait_waiting(0), job.wait_waiting(1)]
     fix(job.workspace / EXAMPLE.name, bug)
     assert post(ranks[0], "/api/resume")[0] == 202
+    return finish(job)
+
+
+def finish(job: Torchrun) -> str:
+    """The job's output once torchrun exits, successfully."""
     try:
         code = job.proc.wait(90)
     except subprocess.TimeoutExpired:
@@ -126,3 +131,23 @@ def test_a_bug_every_rank_hits_resumes_to_the_fixed_result(job: Torchrun, refere
     assert checksums(output) == [reference], output
     assert "EADDRINUSE" not in output
 
+
+
+@pytest.mark.parametrize(
+    "job", [(ONE_RANK, False), (ONE_RANK, True)], ids=["init-in-main", "init-at-top"],
+    indirect=True,
+)
+def test_a_resume_without_the_fix_fails_again_and_the_next_one_ends_the_job(
+    job: Torchrun, reference: str
+) -> None:
+    """Generation after generation: the group is formed again each time without colliding
+    with the ones before (no EADDRINUSE, no stale gloo address)."""
+    ranks = [job.wait_waiting(0), job.wait_waiting(1)]
+    assert post(ranks[1], "/api/resume")[0] == 202  # nothing fixed: rank 1 fails again
+    again = [job.wait_waiting(rank, attempt=ranks[rank]["attempt"] + 1) for rank in (0, 1)]
+    assert again[1]["error"].startswith("IndexError")
+    assert "stopped because rank 1 failed" in again[0]["error"]
+    fix(job.workspace / EXAMPLE.name, ONE_RANK)
+    assert post(again[0], "/api/resume")[0] == 202
+    output = finish(job)
+    assert checksums(output) == [reference], output
