@@ -647,3 +647,231 @@ def test_a_bug_hit_on_two_nodes_opens_one_session_and_the_fix_reaches_both_copie
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert head_copies and all("12 / (x or 4)" in (copy / "driver.py").read_text()
                                for copy in head_copies), "the fix, in the head's copy too"
+
+
+TUNE_STOPPED = f"""\
+import json
+import os
+import tempfile
+import time
+
+import ray
+from ray import tune
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+def evaluation_fn(step, width, height):
+    time.sleep(0.01)
+    return (0.1 + width * step / 100) ** (-1) + height * 0.1
+
+
+@vscode(**SETTINGS)
+def train_func(config):
+    step = 0
+    width, height = config["width"], config["hieght"]
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as checkpoint_dir:
+            with open(os.path.join(checkpoint_dir, "checkpoint.json")) as f:
+                state = json.load(f)
+                step = state["step"] + 1
+
+    for step in range(step, 100):
+        intermediate_score = evaluation_fn(step, width, height)
+        with tempfile.TemporaryDirectory() as temp_checkpoint_dir:
+            with open(os.path.join(temp_checkpoint_dir, "checkpoint.json"), "w") as f:
+                json.dump({{"step": step}}, f)
+            tune.report(
+                {{"iterations": step, "mean_loss": intermediate_score}},
+                checkpoint=tune.Checkpoint.from_directory(temp_checkpoint_dir),
+            )
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    tuner = tune.Tuner(
+        train_func,
+        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
+                                  stop={{"training_iteration": 10}}),
+        tune_config=tune.TuneConfig(metric="mean_loss", mode="min"),
+        param_space={{"width": tune.grid_search([10, 20]),
+                      "height": tune.grid_search([0, -50])}},
+    )
+    results = tuner.fit()
+    print("ERRORS", results.num_errors, flush=True)
+    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
+        print("TRIAL", result.config["width"], result.config["height"],
+              "LOSS", round(result.metrics["mean_loss"], 9),
+              "ITERATION", result.metrics["training_iteration"], flush=True)
+"""
+"""Tune's custom_func_checkpointing example as published (a function trainable that
+checkpoints every step, ``stop={"training_iteration": 10}``), its random search replaced by
+a 2x2 grid, with a misspelt config key that every trial hits."""
+
+
+def _waiting(driver: Driver, count: int, what: str) -> None:
+    """Until ``count`` tasks said they wait on a session (the driver's output if not; its
+    workers' lines counted only with ``RAY_DEDUP_LOGS=0``: Ray folds lines that differ in
+    numbers only)."""
+    try:
+        wait_until(lambda: driver.output().count("waits for its outcome") >= count, what, 120,
+                   0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{driver.output()[-6000:]}") from None
+
+
+def _trials(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith(("TRIAL", "ERRORS"))]
+
+
+def test_tune_stopped_trials_resume_to_the_fixed_programs_results(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Tune stops each trial at its tenth report, so the decorated function never returns:
+    the fix reaches the waiting trials when the session resumes, and the board (made in a
+    trial's placement group before) outlives the trial that made it."""
+    fixed = TUNE_STOPPED.replace('config["hieght"]', 'config["height"]')
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
+    expected = _trials(reference.finish())
+    assert len(expected) == 5 and expected[0] == "ERRORS 0", expected
+    (tmp_path / "on").mkdir()
+    driver = Driver(cluster, tmp_path / "on", {"driver.py": TUNE_STOPPED}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _waiting(driver, 3, "the three other trials waiting on the one session")
+        _, resumed = driver.fix('config["hieght"]', 'config["height"]')
+        assert "__main__.train_func" in resumed, resumed
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
+    assert _trials(output) == expected, output[-3000:]
+
+
+ORPHANED = f"""\
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@ray.remote(max_retries=0)
+@vscode(**SETTINGS)
+def work(x):
+    return 12 / x
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    results = []
+    for ref in [work.remote(0), work.remote(0)]:
+        try:
+            results.append(ray.get(ref))
+        except ray.exceptions.RayError as exc:
+            results.append(type(exc).__name__)
+    print("RESULT", sorted(map(str, results)), flush=True)
+"""
+"""Two tasks hit one bug; the first one's worker will be killed while its session waits."""
+
+
+def test_a_dead_owners_bug_is_taken_over_by_the_task_that_waits_on_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The owner's worker is SIGKILLed (the OOM killer, a lost node): within seconds the
+    task that waited on its session opens its own, and the fix made there reaches it."""
+    import os
+    import signal
+    import time
+
+    driver = Driver(cluster, tmp_path, {"driver.py": ORPHANED})
+    try:
+        first = driver.session()
+        wait_until(lambda: "waits for its outcome" in driver.output(),
+                   "the other task waiting on the session", 120, 0.2)
+        os.kill(first["pid"], signal.SIGKILL)
+        killed = time.monotonic()
+
+        def taken_over() -> list[dict[str, Any]]:
+            return [record for record in driver.records("waiting")
+                    if record["pid"] != first["pid"]]
+
+        (second,) = wait_until(taken_over, "the waiting task's own session", 60, 0.2)
+        print(f"dead owner released in {time.monotonic() - killed:.1f} s")
+        script = Path(second["workspace"]) / "driver.py"
+        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
+        said = driver.podcode("resume", "--session", second["session"])
+        assert "__main__.work" in said, said
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RESULT ['3.0', 'WorkerCrashedError']" in output, output[-3000:]
+    assert output.count("opening a debug session") == 2, output[-3000:]
+
+
+ASYNC_MAP = f"""\
+import asyncio
+
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+@vscode(**SETTINGS)
+async def fetch(x):
+    await asyncio.sleep(0.01)
+    return 12 / x
+
+
+@ray.remote(max_retries=0)
+def work(x):
+    return asyncio.run(fetch(x))  # as Ray asks of async code in a task
+
+
+@ray.remote
+class Scorer:
+    @vscode(**SETTINGS)
+    async def score(self, x):
+        await asyncio.sleep(0.01)
+        return 24 / x
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    scorer = Scorer.remote()
+    print("RESULT", ray.get([work.remote(x) for x in (1, 0, 0)]),
+          ray.get([scorer.score.remote(x) for x in (0, 0)]), flush=True)
+"""
+"""A coroutine run by a remote function (Ray refuses ``async def`` remote functions) and
+an async actor's method, each bug hit by several calls."""
+
+
+def test_async_tasks_and_actor_methods_go_through_the_bug_board(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    driver = Driver(cluster, tmp_path, {"driver.py": ASYNC_MAP}, RAY_DEDUP_LOGS="0")
+    try:
+        first = driver.session()
+        wait_until(lambda: "waits for its outcome" in driver.output(),
+                   "a task waiting on the first one's session", 120, 0.2)
+        assert len(driver.records()) == 1, "one bug, one session"
+        script = Path(first["workspace"]) / "driver.py"
+        script.write_text(script.read_text().replace("12 / x", "12 / (x or 4)"))
+        driver.podcode("resume")
+        second = wait_until(lambda: [r for r in driver.records("waiting")
+                                     if r["session"] != first["session"]],
+                            "the actor's bug in a session of its own", 120, 0.2)[0]
+        _waiting(driver, 2, "the actor's second call waiting on that session")
+        script = Path(second["workspace"]) / "driver.py"
+        script.write_text(script.read_text().replace("24 / x", "24 / (x or 6)"))
+        driver.podcode("resume", "--session", second["session"])
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "RESULT [12.0, 3.0, 3.0] [4.0, 4.0]" in output, output[-3000:]
+    assert output.count("opening a debug session") == 2, "two bugs, two sessions"
