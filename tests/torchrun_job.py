@@ -42,15 +42,16 @@ def start(
     env: dict[str, str],
     out: IO[str] | int = subprocess.DEVNULL,
     script: tuple[str, ...] = ("allreduce.py",),
+    nproc: int = 2,
 ) -> subprocess.Popen[bytes]:
-    """torchrun with two local ranks on loopback, running ``workspace/<script>``
+    """torchrun with ``nproc`` local ranks on loopback, running ``workspace/<script>``
     (the script's name, then its arguments)."""
     command = [
         sys.executable,
         "-m",
         "torch.distributed.run",
         "--nproc-per-node",
-        "2",
+        str(nproc),
         "--master-addr",
         "127.0.0.1",
         "--master-port",
@@ -107,11 +108,12 @@ class Torchrun:
     """A torchrun job of two ranks with podcode on, its output in ``torchrun.log``."""
 
     def __init__(
-        self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",)
+        self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",),
+        nproc: int = 2,
     ) -> None:
         self.workspace, self.home, self.script = workspace, home, script
         self.log = workspace.parent / "torchrun.log"
-        self.debug_port, self.control_port = free_run(2), free_run(2)
+        self.debug_port, self.control_port = free_run(nproc), free_run(nproc)
         env = {
             "PODCODE_ENABLE": "1",
             "PODCODE_HOME": str(home),
@@ -120,7 +122,7 @@ class Torchrun:
             "PODCODE_MAX_IDLE_SECONDS": "3600",
         }
         with open(self.log, "w") as out:
-            self.proc = start(workspace, env, out, script)
+            self.proc = start(workspace, env, out, script, nproc)
 
     def output(self) -> str:
         return self.log.read_text()

@@ -157,14 +157,16 @@ def _groups(dist: Any) -> list[tuple[Any, Any]]:
 
 
 def _keys(dist: Any, pg: Any, store: Any) -> Iterator[tuple[Any, str, int]]:
-    """(device type's store, key, group rank) for every gloo address key of ``pg``."""
+    """(device type's store, key, group rank) for every gloo address key of ``pg`` that
+    is still in the store."""
     for device in DEVICE_TYPES:
         scoped = dist.PrefixStore(f"{device}/", store)
         for index in range(MAX_DEVICES):
             keys = [f"{index}/{rank}" for rank in range(pg.size())]
-            if not scoped.check(keys[:1]):
+            present = [(scoped, key, rank) for rank, key in enumerate(keys) if scoped.check([key])]
+            if not present:  # (a rank that failed first has deleted its own key)
                 break
-            yield from ((scoped, key, rank) for rank, key in enumerate(keys))
+            yield from present
 
 
 def addresses(dist: Any, forget_own: bool = False) -> list[bytes]:
@@ -175,8 +177,7 @@ def addresses(dist: Any, forget_own: bool = False) -> list[bytes]:
     for pg, store in _groups(dist):
         try:
             for scoped, key, rank in _keys(dist, pg, store):
-                if scoped.check([key]):
-                    blobs.append(bytes(scoped.get(key)))
+                blobs.append(bytes(scoped.get(key)))
                 if forget_own and rank == pg.rank():
                     scoped.delete_key(key)
         except Exception as exc:  # the store is gone: nothing to match against
