@@ -309,7 +309,7 @@ def _slow_get(get: Callable[..., Any], block: bool = True, timeout: float | None
 def unhurried(pydevd: Any = None) -> Iterator[None]:
     """pydevd's housekeeping slowed while at least one presenter waits for a client or
     holds it in the failed frame. When the last one leaves, pydevd's own pace is back
-    and its threads asleep on the slow one are woken (a process that ends now is not
+    and its alive check, asleep at the slow one, is woken (a process that ends now is not
     held up by a wait begun at the slow pace). ``pydevd``: the module (tests pass one)."""
     pydevd = _loaded("pydevd") if pydevd is None else pydevd
     if pydevd is None:
@@ -338,14 +338,11 @@ def unhurried(pydevd: Any = None) -> Iterator[None]:
 
 
 def _wake_housekeeping(pydevd: Any) -> None:
-    """Wake pydevd's command thread and its alive check from a wait begun at the slow
-    pace. The alive check waits on an event nobody sets but its end: it is given a new one,
-    and the old one, set, wakes it once."""
+    """Wake pydevd's alive check (a non-daemon thread, which an exit waits for) from a wait
+    begun at the slow pace. It waits on an event nobody sets but its end: it is given a new
+    one, and the old one, set, wakes it once. Its other threads are daemons: left alone."""
     get_debugger = getattr(pydevd, "get_global_debugger", None)
     debugger = get_debugger() if callable(get_debugger) else None
-    command = getattr(debugger, "_py_db_command_thread_event", None)
-    if isinstance(command, threading.Event):
-        command.set()  # the command thread clears it at each round
     alive = getattr(debugger, "check_alive_thread", None)
     asleep = getattr(alive, "_wait_event", None)
     if isinstance(asleep, threading.Event):
