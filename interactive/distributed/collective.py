@@ -135,6 +135,8 @@ def abort_group(error: BaseException | None = None) -> bool:
     how = break_group(dist, aborted.backend)
     if how is None:
         return False
+    if aborted.formed_by_task:
+        _keep_groups(dist)
     _aborted = aborted
     log.warning(
         "rank %d: process group (%s, %d ranks) %s%s so the other ranks stop waiting on "
@@ -190,6 +192,34 @@ def _withdraw() -> None:
     pod = peers.current()
     if pod is not None:
         pod.withdraw_failure()
+
+
+class _KeptGroups(dict[Any, Any]):
+    """torch's registry of process groups (``distributed_c10d._pg_map``), which also keeps
+    a reference to every group registered in it, for the life of the process."""
+
+    kept: list[Any] = []
+
+    def __setitem__(self, group: Any, value: Any) -> None:
+        self.kept.append(group)
+        super().__setitem__(group, value)
+
+
+def _keep_groups(dist: Any) -> None:
+    """Keep the groups the re-run of the task forms until the process exits.
+
+    A task that forms its group destroys it too (``destroy_process_group()`` at the end
+    of ``main``), and its return then frees DDP and the group with it. ``~ProcessGroupGloo``
+    joins its worker threads while holding the GIL; a worker that still has to free its
+    last all-reduce needs the GIL for it (torch keeps a Python object in the work's
+    thread-local state), so the process hangs as the task returns: seen each time with
+    4 resumed ranks, now and then with 2, never without podcode. With a reference kept
+    here the group is freed at exit, long after its workers are done.
+    """
+    c10d = dist.distributed_c10d
+    registry = getattr(c10d, "_pg_map", None)
+    if isinstance(registry, dict) and not isinstance(registry, _KeptGroups):
+        c10d._pg_map = _KeptGroups(registry)
 
 
 def _default_store(dist: Any) -> Any:
