@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from interactive.base.errors import add_note
+from interactive.base.errors import add_note, from_the_task
 from interactive.base.settings import Settings, workspace_for
 from interactive.base.steps import Blocking, Steps, TaskCall
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
@@ -60,9 +60,10 @@ NAMESPACE = "podcode"
 POLL_SECONDS = 2.0
 HEARTBEAT_SECONDS = 1.0
 """How often a bug's owner tells the board it is alive."""
-OWNER_TIMEOUT_SECONDS = 5.0
+OWNER_TIMEOUT_SECONDS = 8.0
 """A bug whose owner has not beaten for this long is free (a process busy pickling a large
-capture can hold the GIL for a second or two: a few beats' margin)."""
+capture can hold the GIL for a second or two, a loaded cluster delays messages: several
+beats' margin, since a live owner taken for dead means a second session for its bug)."""
 
 
 @dataclass(frozen=True)
@@ -300,15 +301,12 @@ def _own_session(
 ) -> Steps:
     """This task's session for the bug: its owner beats until it ends; the fix is posted
     when the engineer resumes, a failure when the session ends without one."""
-    import ray
 
     from interactive.ray.waiters import OwnerWatch
     from interactive.storage.workspace import Snapshot
 
     base = yield Blocking(Snapshot.take, (call.workspace,))
-    me = who()
-    watch = OwnerWatch(lambda: ray.get(shared.heartbeat.remote(key, me),
-                                       timeout=HEARTBEAT_SECONDS * 4), HEARTBEAT_SECONDS)
+    watch = OwnerWatch(_Beats(shared, key, who()), HEARTBEAT_SECONDS)
 
     def resumed() -> None:
         shared.settle.remote(key, FIXED, edits(base))  # the waiters take it now
@@ -321,6 +319,26 @@ def _own_session(
         raise
     finally:
         watch.stop()
+
+
+class _Beats:
+    """Tells the board the owner is alive without waiting for its answer (a busy board or
+    cluster never delays the next beat); each call gives the waiters counted by the last
+    beat answered."""
+
+    def __init__(self, shared: Any, key: str, me: str) -> None:
+        self.shared, self.key, self.me = shared, key, me
+        self.pending: Any = None
+        self.count = 0
+
+    def __call__(self) -> int:
+        import ray
+
+        if self.pending is not None and ray.wait([self.pending], timeout=0)[0]:
+            self.count, self.pending = int(ray.get(self.pending)), None
+        sent = self.shared.heartbeat.remote(self.key, self.me)
+        self.pending = self.pending or sent
+        return self.count
 
 
 def edits(base: Any) -> Edits:
@@ -367,7 +385,7 @@ def _with_fix(
     except NEVER_DEBUGGED:
         raise
     except BaseException as exc:
-        again: ExcInfo = (type(exc), exc, exc.__traceback__)
+        again: ExcInfo = (type(exc), exc, from_the_task(exc.__traceback__))
     if bug_key(call.ref.name, again) != key:
         return (yield from handle(call, again, open_session))
     try:

@@ -30,6 +30,7 @@ from interactive.base.threads import in_thread
 from interactive.base.types import TaskRef
 from interactive.session import postmortem
 from interactive.task import preempt, runner
+from interactive.task.steps import Done, Outcome, advance
 
 if TYPE_CHECKING:
     from interactive.session.core import Command, Session
@@ -57,18 +58,15 @@ async def run_task_async(
 
 async def run(steps: Steps) -> Any:
     """Run ``steps`` (:mod:`interactive.task.steps`) on the event loop; their value."""
-    result: Any = None
-    error: BaseException | None = None
+    outcome: Outcome = (None, None)
     while True:
+        step = advance(steps, outcome)
+        if isinstance(step, Done):
+            return step.value
         try:
-            step = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        result = error = None
-        try:
-            result = await _do(step)
+            outcome = (await _do(step), None)
         except BaseException as exc:  # noqa: BLE001 - the steps decide what it means
-            error = exc
+            outcome = (None, exc)
 
 
 async def _do(step: Step) -> Any:

@@ -169,7 +169,7 @@ def attempt(call: Call) -> Steps:
     except NEVER_DEBUGGED:
         raise
     except BaseException:
-        excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
+        excinfo = caught()
     _leave_if_preempted(call)  # the pod is going: no session, checkpoint and go
     if "ray" in sys.modules:
         from interactive.ray import bugs, worker
@@ -183,6 +183,16 @@ def attempt(call: Call) -> Steps:
                 return (yield from bugs.handle(again, excinfo, functools.partial(
                     session_steps, call)))
     return (yield from session_steps(call, excinfo))
+
+
+def caught() -> ExcInfo:
+    """The exception being handled, its traceback starting at the task's own frame: the
+    debugger lists that frame's callers from the live stack (a traceback that starts in a
+    suspended generator of the runner's steps would show none of them), and the user reads
+    their own code first."""
+    kind, error, tb = sys.exc_info()
+    assert kind is not None and error is not None
+    return kind, error, from_the_task(tb)
 
 
 def _sync_checkpoints(ref: TaskRef) -> None:
@@ -312,7 +322,7 @@ def new_session(call: Call, excinfo: ExcInfo | None) -> Session:
     if excinfo is not None:
         log.error(  # the traceback first: nothing the session does can lose it
             "%s failed (%s: %s); opening a debug session", ref.name, excinfo[0].__name__,
-            excinfo[1], exc_info=(excinfo[0], excinfo[1], from_the_task(excinfo[2])),
+            excinfo[1], exc_info=excinfo,
         )
         collective.abort_group(excinfo[1])  # peers blocked on this rank fail now, not in 30 min
     return Session(ref, call.settings, workspace_for(ref, call.settings))
@@ -371,7 +381,7 @@ def resumed_with(
 
 def failed_again(call: Call, session: Session) -> ExcInfo:
     """The resumed task failed: the session shows the new exception and waits again."""
-    excinfo: ExcInfo = sys.exc_info()  # type: ignore[assignment]
+    excinfo = caught()
     log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
     collective.abort_group(excinfo[1])
     session.reopen(excinfo)

@@ -24,18 +24,37 @@ from interactive.task import preempt
 
 def run(steps: Steps) -> Any:
     """Run ``steps`` on the calling thread; their value (or their exception)."""
-    result: Any = None
-    error: BaseException | None = None
+    outcome: Outcome = (None, None)
     while True:
+        step = advance(steps, outcome)
+        if isinstance(step, Done):
+            return step.value
         try:
-            step = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as stop:
-            return stop.value
-        result = error = None
-        try:
-            result = _do(step)
+            outcome = (_do(step), None)
         except BaseException as exc:  # noqa: BLE001 - the steps decide what it means
-            error = exc
+            outcome = (None, exc)
+
+
+Outcome = tuple[Any, BaseException | None]
+"""What the last step gave: its result, or the exception it raised."""
+
+
+class Done:
+    """The steps have ended with ``value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def advance(steps: Steps, outcome: Outcome) -> Step | Done:
+    """Hand the last step's outcome to ``steps``: the next step, or :class:`Done`."""
+    result, error = outcome
+    try:
+        return steps.send(result) if error is None else steps.throw(error)
+    except StopIteration as stop:
+        return Done(stop.value)
 
 
 def _do(step: Step) -> Any:
