@@ -138,3 +138,19 @@ def test_a_rank_that_cuts_its_gloo_connections_makes_the_peer_in_a_collective_fa
     assert rank1.startswith("1/2 cut ") and int(rank1.split()[-1]) >= 1
     assert rank0.startswith("0/2 ") and "Connection closed by peer" in rank0
     assert "cut=" in rank0 and "rank 1's address kept=False" in rank0  # no stale address
+
+
+def test_a_key_a_failing_peer_deleted_is_skipped_without_waiting_for_it() -> None:
+    """Two ranks failing at once: the other deletes its address key between our check and
+    our read; a store's get would wait for it until the store's timeout (30 minutes)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(minutes=30))
+    scoped = dist.PrefixStore("cpu/", store)
+    scoped.set("0/1", b"published")
+    assert gloo_sockets._read(scoped, "0/1") == b"published"
+    scoped.delete_key("0/1")
+    assert gloo_sockets._read(scoped, "0/1") is None  # at once, not in 30 minutes
+    assert not scoped.check(["0/1"])  # and nothing was written

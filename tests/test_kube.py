@@ -21,21 +21,28 @@ from tests.fake_kube import FakeKube
 PORTS = {"code_server": 8080, "control": 8081, "debug": 5678}
 
 
-def test_a_session_imports_the_kubernetes_client_only_where_it_finds_its_pod() -> None:
+def test_a_session_imports_the_kubernetes_client_only_where_it_finds_its_pod(
+    fake_kube: FakeKube,
+) -> None:
     """A session's modules do not import the Kubernetes client (0.2 s and more, which would
     stop the event loop serving the control API and login links); ``discover_pod``, which
-    the session calls in a worker thread, does."""
+    the session calls in a worker thread, does, in a pod only: outside Kubernetes it
+    imports nothing (a session that ends at once does not wait at exit for that import)."""
+    fake_kube.add_pod("train-0", "ml")
     code = (
         "import sys, interactive.session.core, interactive.session.control\n"
         "from interactive.kube import discover_pod\n"
         "before = 'kubernetes' in sys.modules\n"
-        "print(before, discover_pod(), 'kubernetes' in sys.modules)\n"
+        "print(before, discover_pod() is not None, 'kubernetes' in sys.modules)\n"
     )
     env = {k: v for k, v in os.environ.items()
            if k not in ("POD_NAME", "KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, timeout=120).stdout.split()
-    assert out == ["False", "None", "True"]
+    in_a_pod = {**env, "POD_NAME": "train-0", "POD_NAMESPACE": "ml",
+                "KUBECONFIG": str(fake_kube.kubeconfig)}
+    said = [subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True,
+                           text=True, check=True, timeout=120).stdout.split()
+            for environ in (env, in_a_pod)]
+    assert said == [["False", "False", "False"], ["False", "True", "True"]]
 
 
 @pytest.fixture

@@ -169,6 +169,19 @@ def _keys(dist: Any, pg: Any, store: Any) -> Iterator[tuple[Any, str, int]]:
             yield from present
 
 
+ABSENT = b"\0podcode: no such key"
+"""What :func:`_read` compares a key with: a value no rank ever publishes."""
+
+
+def _read(store: Any, key: str) -> bytes | None:
+    """``key``'s value, or None when it is not there, without waiting for it: a peer that
+    fails at the same moment deletes its own key, and a store's ``get`` of a missing key
+    blocks until the store's timeout (30 minutes). ``compare_set`` with an expected value
+    no key holds only reads (TCPStore, PrefixStore, HashStore, FileStore)."""
+    value = bytes(store.compare_set(key, ABSENT, ABSENT))
+    return None if value == ABSENT else value
+
+
 def addresses(dist: Any, forget_own: bool = False) -> list[bytes]:
     """What every rank of every gloo group published; ``forget_own``: then delete this
     rank's keys, so that a group formed again under the same name (by the task's own
@@ -177,7 +190,10 @@ def addresses(dist: Any, forget_own: bool = False) -> list[bytes]:
     for pg, store in _groups(dist):
         try:
             for scoped, key, rank in _keys(dist, pg, store):
-                blobs.append(bytes(scoped.get(key)))
+                value = _read(scoped, key)
+                if value is None:  # deleted since it was seen (a peer failing at once)
+                    continue
+                blobs.append(value)
                 if forget_own and rank == pg.rank():
                     scoped.delete_key(key)
         except Exception as exc:  # the store is gone: nothing to match against

@@ -289,11 +289,11 @@ class Session:
                             f"POD logs you in; password: the \"password\" in {path})")
         elif self.settings.editor.ide != "none" and self.leader and not self._ide_ready.is_set():
             where.insert(0, "VS Code when code-server is ready (podcode open / attach POD)")
-        print(
+        print(  # one write: a reader never sees the first line without its notes
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
-            f"fix the code in {self.workspace}, then podcode resume (or abort)",
-            *(f"\npodcode: note: {note}" for note in self.state.notes),
-            file=sys.stderr, sep="", flush=True,
+            f"fix the code in {self.workspace}, then podcode resume (or abort)"
+            + "".join(f"\npodcode: note: {note}" for note in self.state.notes),
+            file=sys.stderr, flush=True,
         )
 
     def _config_root(self) -> Path:
