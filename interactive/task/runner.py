@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 import sys
 import threading
@@ -186,13 +187,16 @@ def attempt(call: Call) -> Steps:
 
 
 def caught() -> ExcInfo:
-    """The exception being handled, its traceback starting at the task's own frame: the
-    debugger lists that frame's callers from the live stack (a traceback that starts in a
-    suspended generator of the runner's steps would show none of them), and the user reads
-    their own code first."""
+    """The exception being handled, for the session: a plain function's traceback starts at
+    the task's own frame, so that the debugger lists that frame's callers from the live
+    stack (a traceback that starts in a suspended generator of the runner's steps shows
+    none of them). A coroutine's is left as it is: its callers are the event loop's."""
     kind, error, tb = sys.exc_info()
     assert kind is not None and error is not None
-    return kind, error, from_the_task(tb)
+    task = from_the_task(tb)
+    if task is not None and task.tb_frame.f_code.co_flags & inspect.CO_COROUTINE:
+        return kind, error, tb
+    return kind, error, task
 
 
 def _sync_checkpoints(ref: TaskRef) -> None:
