@@ -76,10 +76,11 @@ def _driver(cluster: Cluster, root: Path, text: str, enable: str) -> tuple[subpr
 
 def _finish(proc: subprocess.Popen[bytes], log: Path) -> str:
     try:
-        if proc.wait(300) != 0:
+        if proc.wait(150) != 0:
             raise RuntimeError(f"the driver failed:\n{log.read_text()[-3000:]}")
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"the driver did not end:\n{log.read_text()[-6000:]}") from None
+        said = [line for line in log.read_text(errors="replace").splitlines() if "podcode" in line]
+        raise RuntimeError("the driver did not end; podcode said:\n" + "\n".join(said)) from None
     finally:
         if proc.poll() is None:
             proc.kill()
