@@ -65,7 +65,8 @@ class Trainer:
 
     def _run_epoch(self, epoch: int) -> float:
         b_sz = len(next(iter(self.train_data))[0])
-        print(f"[rank {self.rank}] Epoch {epoch} | Batchsize: {b_sz} | Steps: {len(self.train_data)}")
+        steps = len(self.train_data)
+        print(f"[rank {self.rank}] Epoch {epoch} | Batchsize: {b_sz} | Steps: {steps}")
         assert isinstance(self.train_data.sampler, DistributedSampler)
         self.train_data.sampler.set_epoch(epoch)
         total = 0.0
