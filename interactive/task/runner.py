@@ -263,7 +263,8 @@ def session_steps(
 ) -> Steps:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption;
     ``on_open(session)`` once it is open, ``on_resume()`` each time the engineer's edits
-    have been patched in, before the task is called again."""
+    have been patched in (a resume that patched nothing does not count), before the task
+    is called again."""
     refused = yield Blocking(_ready_for_session, (excinfo,))
     if refused is not None:
         return (yield from without_session(call, excinfo, refused))
@@ -350,8 +351,8 @@ def _serve(
         planned = resumed_with(call, session, (yield Wait(session)), excinfo)
         try:
             args, kwargs = resume_inputs(call, session, planned)
-            if on_resume is not None:
-                on_resume()
+            if on_resume is not None and planned is not None and planned.plan.patched:
+                on_resume()  # a resume that patched nothing is no fix to hand on
             value = yield TaskCall(call.fn, args, kwargs)
         except NEVER_DEBUGGED:
             raise
