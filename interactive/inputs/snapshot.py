@@ -114,37 +114,31 @@ def take(
             arguments.append(Argument(not_kept=_over_budget(found.nbytes, room, budget)))
         else:
             sink = sink or BufferSink(host_only=True)  # a GPU tensor: left, said so
-            kept = _copy(sink, value, room, budget)
-            room -= _size(kept)
+            kept, used = _copy(sink, value, room, budget)
+            room -= used
             arguments.append(kept)
     return CallSnapshot(tuple(arguments))
 
 
-def _copy(sink: BufferSink, value: Any, room: int, budget: int) -> Argument:
-    """``value`` pickled with its writable buffers copied, if that fits in ``room``."""
+def _copy(sink: BufferSink, value: Any, room: int, budget: int) -> tuple[Argument, int]:
+    """``value`` pickled with its writable buffers copied, if that fits in ``room``; and
+    the bytes of ``room`` that took."""
     try:
         blob = sink.dumps(value)
         views = pickles.raw_buffers(sink.buffers)
     except Exception as exc:  # a library's pickling raised: the capture tries again
         sink.buffers.clear()
         return Argument(not_kept=f"it could not be pickled at the call ({type(exc).__name__}: "
-                                 f"{exc})")
+                                 f"{exc})"), 0
     found, sink.buffers = sink.buffers, []
     writable = sum(view.nbytes for view in views if not view.readonly)
     if len(blob) + writable > room:
-        return Argument(not_kept=_over_budget(len(blob) + writable, room, budget))
+        return Argument(not_kept=_over_budget(len(blob) + writable, room, budget)), 0
     kept = tuple(
         buffer if view.readonly else pickle.PickleBuffer(bytearray(view))
         for buffer, view in zip(found, views, strict=True)
     )
-    return Argument(blob=blob, buffers=kept)
-
-
-def _size(argument: Argument) -> int:
-    return len(argument.blob or b"") + sum(
-        memoryview(buffer).nbytes for buffer in argument.buffers
-        if not memoryview(buffer).readonly
-    )
+    return Argument(blob=blob, buffers=kept), len(blob) + writable
 
 
 def _over_budget(size: int, room: int, budget: int) -> str:
