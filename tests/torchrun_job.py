@@ -43,9 +43,10 @@ def start(
     out: IO[str] | int = subprocess.DEVNULL,
     script: tuple[str, ...] = ("allreduce.py",),
     nproc: int = 2,
+    launcher: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """torchrun with ``nproc`` local ranks on loopback, running ``workspace/<script>``
-    (the script's name, then its arguments)."""
+    (the script's name, then its arguments); ``launcher``: more of torchrun's own options."""
     command = [
         sys.executable,
         "-m",
@@ -56,6 +57,7 @@ def start(
         "127.0.0.1",
         "--master-port",
         str(free_port()),
+        *launcher,
         *script,
     ]
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env}
@@ -109,7 +111,7 @@ class Torchrun:
 
     def __init__(
         self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",),
-        nproc: int = 2,
+        nproc: int = 2, launcher: tuple[str, ...] = (),
     ) -> None:
         self.workspace, self.home, self.script = workspace, home, script
         self.log = workspace.parent / "torchrun.log"
@@ -122,7 +124,7 @@ class Torchrun:
             "PODCODE_MAX_IDLE_SECONDS": "3600",
         }
         with open(self.log, "w") as out:
-            self.proc = start(workspace, env, out, script, nproc)
+            self.proc = start(workspace, env, out, script, nproc, launcher)
 
     def output(self) -> str:
         return self.log.read_text()
