@@ -111,7 +111,7 @@ class Torchrun:
 
     def __init__(
         self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",),
-        nproc: int = 2, launcher: tuple[str, ...] = (),
+        nproc: int = 2, launcher: tuple[str, ...] = (), env: dict[str, str] | None = None,
     ) -> None:
         self.workspace, self.home, self.script = workspace, home, script
         self.log = workspace.parent / "torchrun.log"
@@ -122,6 +122,7 @@ class Torchrun:
             "PODCODE_DEBUG_PORT": str(self.debug_port),
             "PODCODE_CONTROL_PORT": str(self.control_port),
             "PODCODE_MAX_IDLE_SECONDS": "3600",
+            **(env or {}),
         }
         with open(self.log, "w") as out:
             self.proc = start(workspace, env, out, script, nproc, launcher)
