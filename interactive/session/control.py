@@ -1,4 +1,5 @@
-"""The control API (aiohttp): status, resume, keep-alive, activity, abort.
+"""The control API (aiohttp): status, resume, keep-alive, activity, abort, and the
+notebook in the failed frame (:mod:`interactive.session.notebook.routes`).
 
 ``GET /healthz`` is open; everything under ``/api/`` needs
 ``Authorization: Bearer <token>``, compared in constant time.
@@ -31,8 +32,10 @@ from interactive.base.errors import ResumeConflict
 from interactive.base.phases import Phase
 from interactive.base.ports import url_of
 from interactive.base.state import SessionState
+from interactive.base.types import ExcInfo
 from interactive.distributed.peers import PEER_HEADER
 from interactive.session import desktop, login
+from interactive.session.notebook import routes as notebook_routes
 
 log = logging.getLogger(__name__)
 
@@ -169,10 +172,12 @@ async def _next_change(state: SessionState, wait: float) -> None:
 def build_app(
     controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS,
     password: str | None = None, editors: desktop.Desktop | None = None,
+    notebook: notebook_routes.Notebook | None = None,
 ) -> web.Application:
     """The API; ``password`` (code-server's) enables one-time login links
     (:mod:`interactive.session.login`), ``editors`` the SSH key and file pushes of
-    desktop editors (:mod:`interactive.session.desktop`)."""
+    desktop editors (:mod:`interactive.session.desktop`), ``notebook`` the cells run in
+    the failed frame."""
     state = controls.state
 
     async def healthz(request: web.Request) -> web.Response:
@@ -228,6 +233,8 @@ def build_app(
     login.add_routes(app, login.LoginLinks(), password)
     if editors is not None:
         desktop.add_routes(app, editors, body_timeout)
+    if notebook is not None:
+        notebook_routes.add_routes(app, notebook, lambda r: _json_body(r, body_timeout))
     return app
 
 
@@ -319,10 +326,15 @@ class ControlServer:
         body_timeout: float = BODY_TIMEOUT_SECONDS,
         password: str | None = None,
         editors: desktop.Desktop | None = None,
+        failure: Callable[[], ExcInfo | None] | None = None,
     ) -> None:
+        """``failure``: the exception the session shows (the notebook's cells run in its
+        frame); needs ``controls`` to be a :class:`notebook_routes.Host`."""
+        self.notebook = None if failure is None else notebook_routes.Notebook(
+            controls, failure)  # type: ignore[arg-type]
         self._runner = web.AppRunner(
-            build_app(controls, token, body_timeout, password, editors), handle_signals=False,
-            access_log=None,
+            build_app(controls, token, body_timeout, password, editors, self.notebook),
+            handle_signals=False, access_log=None,
         )
         self._sock = sock
         self._head_timeout = head_timeout
@@ -344,6 +356,8 @@ class ControlServer:
         self._listener = await loop.create_server(connection, sock=self._sock)
 
     async def stop(self) -> None:
+        if self.notebook is not None:
+            self.notebook.close()
         if self._listener is not None:
             self._listener.close()
         await self._runner.cleanup()

@@ -234,9 +234,9 @@ class Session:
         if self._watchdog is not None:
             self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
         from interactive.session.control import ControlServer  # aiohttp: while the IDE boots
-
         self._control = ControlServer(self, self.token, control_sock, password=self.password,
-                                      editors=Desktop(self.workspace, lambda: self.ssh))
+                                      editors=Desktop(self.workspace, lambda: self.ssh),
+                                      failure=self._postmortem.excinfo)  # the notebook's frame
         self._loop.call(self._control.start())
         self.ssh = start_ssh(self._loop, self.settings, bind=bind, workspace=self.workspace,
                              port=self._offset(self.settings.ports.ssh_port), session=self.id,

@@ -137,6 +137,10 @@ class PostMortem:
             self._thread.name = name
             pydevd.release(self._thread)  # out of the old exception, if a client still sits in it
 
+    def excinfo(self) -> ExcInfo | None:
+        """The exception shown now (None: none, or stopped)."""
+        return self._excinfo
+
     def stop(self) -> None:
         if self._thread is None:
             return  # never presented: debugpy may not even listen

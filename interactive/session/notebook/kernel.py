@@ -1,0 +1,264 @@
+"""The frame kernel: cells run in the task's process, in the frame where it failed.
+
+One worker thread per session runs the cells, one at a time, never on the session's event
+loop and out of the debugger's sight (the debugger's "suspend all threads" never stops a
+cell, and a cell never stops the debugger). A cell's namespace is one dict per failure:
+the failed frame's globals, then its locals on top (a copy: the frame itself is never
+changed), then what the cells assigned; a function or comprehension in a cell sees all
+of them (separate globals and locals would hide the frame's locals from a comprehension
+before Python 3.12). A new failure (the resumed task failed again) starts a new namespace.
+
+A cell whose last statement is an expression shows its value (:mod:`.outputs`); ``print``
+output is captured for the cell's thread only (:mod:`.streams`); matplotlib figures left
+open by a cell are shown as PNG images and closed. An exception is shown as a traceback
+in the cell: the session keeps waiting.
+
+Interrupt: ``KeyboardInterrupt`` is raised in the worker thread
+(``PyThreadState_SetAsyncExc``); Python code stops at its next bytecode. A cell inside a
+native call (``time.sleep``, a C extension) sees it only when the call returns: if it has
+not stopped within :data:`INTERRUPT_WAIT_SECONDS`, the interrupt says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import ctypes
+import itertools
+import linecache
+import logging
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+from interactive.base.threads import start_thread
+from interactive.base.types import ExcInfo
+from interactive.session.notebook import outputs, streams
+
+log = logging.getLogger(__name__)
+
+INTERRUPT_WAIT_SECONDS = 1.0
+"""How long an interrupted cell has to stop before it is reported blocked in native code."""
+
+
+def failed_frame(excinfo: ExcInfo, workspace: Path | None = None) -> FrameType:
+    """The frame the debugger shows first: the innermost one of the traceback in the
+    workspace (the task's own code), else the innermost one."""
+    tb, frames = excinfo[2], list[FrameType]()
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    if not frames:
+        raise ValueError("the exception has no traceback: no failed frame to run cells in")
+    if workspace is not None:
+        root = os.path.realpath(workspace) + os.sep
+        ours = [f for f in frames if os.path.realpath(f.f_code.co_filename).startswith(root)]
+        if ours:
+            return ours[-1]
+    return frames[-1]
+
+
+def namespace(frame: FrameType) -> dict[str, Any]:
+    """The cells' namespace for ``frame``: its globals, its locals over them (copies)."""
+    names = dict(frame.f_globals)
+    names.update(frame.f_locals)
+    names.setdefault("__builtins__", __builtins__)
+    return names
+
+
+def split(source: str, filename: str) -> tuple[CodeType | None, CodeType | None]:
+    """The cell compiled: the statements to run, and its last statement when that is an
+    expression (to evaluate and show); SyntaxError as Python raises it."""
+    tree = ast.parse(source, filename, "exec")
+    last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    if last is not None:
+        tree.body.pop()
+    body = compile(tree, filename, "exec") if tree.body else None
+    value = None
+    if last is not None:
+        value = compile(ast.Expression(last.value), filename, "eval")
+    return body, value
+
+
+@dataclass
+class CellResult:
+    """What a cell showed, in order, and whether it ended without an exception."""
+
+    outputs: list[outputs.Output] = field(default_factory=list)
+    ok: bool = True
+    count: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"outputs": self.outputs, "ok": self.ok, "execution_count": self.count}
+
+
+@dataclass
+class _Cell:
+    source: str
+    done: concurrent.futures.Future[CellResult]
+
+
+class FrameKernel:
+    """Runs cells in the failed frame given by ``failure()`` (None: no failure to run in)."""
+
+    def __init__(self, failure: Callable[[], ExcInfo | None], workspace: Path | None = None,
+                 name: str = "notebook") -> None:
+        self._failure = failure
+        self._workspace = workspace
+        self._name = name
+        self._cells: queue.SimpleQueue[_Cell | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._running: _Cell | None = None
+        self._namespace: dict[str, Any] = {}
+        self._for: BaseException | None = None
+        self._counter = itertools.count(1)
+        self.helpers: dict[str, Any] = {}
+        """Set by the session: what :mod:`.here` offers a cell (resume, the inputs...)."""
+
+    # -- the session's side ---------------------------------------------------------
+    def execute(self, source: str) -> concurrent.futures.Future[CellResult]:
+        """Queue ``source``; the future holds its outputs once it ran."""
+        cell = _Cell(source, concurrent.futures.Future())
+        with self._lock:
+            if self._thread is None:
+                self._thread = start_thread(self._work, f"{self._name}-cells")
+        self._cells.put(cell)
+        return cell.done
+
+    def interrupt(self, wait: float = INTERRUPT_WAIT_SECONDS) -> str:
+        """Stop the running cell: ``"idle"`` (none ran), ``"interrupted"`` (it stopped within
+        ``wait`` seconds) or ``"native"`` (it is blocked in native code and will stop when
+        that returns to Python)."""
+        with self._lock:
+            cell, thread = self._running, self._thread
+            if cell is None or thread is None or thread.ident is None:
+                return "idle"
+            raise_in(thread.ident, KeyboardInterrupt)
+        concurrent.futures.wait([cell.done], wait)
+        return "interrupted" if cell.done.done() else "native"
+
+    def busy(self) -> bool:
+        return self._running is not None
+
+    def close(self) -> None:
+        """Stop taking cells; a running cell is interrupted."""
+        self._cells.put(None)
+        if self._running is not None:
+            self.interrupt(0)
+
+    # -- the worker thread ----------------------------------------------------------
+    def _work(self) -> None:
+        from interactive.session.notebook import here
+
+        here.attach(self)
+        while True:
+            try:
+                cell = self._cells.get()
+                if cell is None:
+                    return
+                self._run(cell)
+            except BaseException:  # an interrupt that came late: never the end of the thread
+                log.debug("notebook: an interrupt arrived between cells", exc_info=True)
+
+    def _run(self, cell: _Cell) -> None:
+        if not cell.done.set_running_or_notify_cancel():
+            return
+        result = CellResult(count=next(self._counter))
+        with self._lock:
+            self._running = cell
+        try:
+            self._execute(cell.source, result)
+        finally:
+            with self._lock:
+                self._running = None
+            cell.done.set_result(result)
+
+    def _execute(self, source: str, result: CellResult) -> None:
+        """Run one cell, its outputs into ``result``."""
+        filename = f"<cell {result.count}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        shown: Any = None
+        failure: outputs.Output | None = None
+        with streams.captured() as (out, err):
+            try:
+                use_agg()
+                names = self._names()
+                body, value = split(source, filename)
+                if body is not None:
+                    exec(body, names)  # noqa: S102 - the engineer's own cell, in their process
+                if value is not None:
+                    shown = names["_"] = eval(value, names)  # noqa: S307 - as above
+            except BaseException as exc:
+                result.ok, failure = False, outputs.error(exc, frozenset({filename}))
+            figures = _open_figures()
+        result.outputs.extend(_streams(out.getvalue(), err.getvalue()))
+        result.outputs.extend(figures)
+        if shown is not None and not (outputs.is_figure(shown) and figures):
+            result.outputs.append(outputs.display(shown))
+        if failure is not None:
+            result.outputs.append(failure)
+
+    def _names(self) -> dict[str, Any]:
+        """The namespace of the current failure (a new one for a new failure)."""
+        excinfo = self._failure()
+        if excinfo is None:
+            raise RuntimeError("the session shows no failure now: no frame to run the cell in")
+        if self._for is not excinfo[1]:
+            self._namespace = namespace(failed_frame(excinfo, self._workspace))
+            self._for = excinfo[1]
+        return self._namespace
+
+
+def _streams(out: str, err: str) -> list[outputs.Output]:
+    return [outputs.stream(name, text) for name, text in (("stdout", out), ("stderr", err))
+            if text]
+
+
+def _open_figures() -> list[outputs.Output]:
+    """Every figure pyplot holds, as PNG, then closed (nothing if pyplot is not in use)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return []
+    shown = []
+    for number in pyplot.get_fignums():
+        figure = pyplot.figure(number)
+        try:
+            shown.append(outputs.figure_png(figure))
+        except Exception as exc:  # a figure that cannot be drawn says why, in the cell
+            shown.append(outputs.error(exc, frozenset()))
+        finally:
+            pyplot.close(figure)
+    return shown
+
+
+OFF_SCREEN = frozenset({"agg", "pdf", "svg", "ps", "pgf", "cairo", "template"})
+"""matplotlib's backends that open no window."""
+
+
+def use_agg() -> None:
+    """matplotlib draws off-screen in the cells' thread (no window can open in a pod):
+    its Agg backend, when matplotlib is imported and set to a backend with windows (or
+    not set yet). Unset, pyplot would pick one at the first figure."""
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None:
+        return
+    chosen = dict.__getitem__(matplotlib.rcParams, "backend")  # unresolved: not a str
+    if isinstance(chosen, str) and (chosen.lower() in OFF_SCREEN or chosen.startswith("module:")):
+        return
+    matplotlib.use("Agg")
+
+
+def raise_in(ident: int, exc_type: type[BaseException]) -> None:
+    """Raise ``exc_type`` in the thread ``ident`` at its next Python bytecode."""
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                                      ctypes.py_object(exc_type))
+    if done > 1:  # more than one thread: undo, as the C API asks
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+        raise SystemError(f"raising {exc_type.__name__} reached {done} threads")

@@ -1,0 +1,135 @@
+"""The control API's notebook routes, behind the session's bearer token like every route:
+
+- ``POST /api/notebook/open``: write the starter notebook (once) into the session's
+  ``.vscode/podcode/`` folder; ``{"path", "created", "label"}``;
+- ``POST /api/notebook/execute`` ``{"code": "..."}``: run a cell in the failed frame;
+  ``{"outputs": [...], "ok", "execution_count"}`` once it ran (409 while the task is not
+  waiting in the session);
+- ``POST /api/notebook/interrupt``: ``{"result": "idle" | "interrupted" | "native"}``.
+
+A cell runs on the kernel's own thread (:mod:`.kernel`), never on the loop that serves
+these routes; the interrupt's wait (up to a second) runs off the loop too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from interactive.base.phases import RESUMABLE
+from interactive.base.state import SessionState
+from interactive.base.threads import in_thread
+from interactive.base.types import ExcInfo, TaskRef
+from interactive.session.notebook import here, starter
+from interactive.session.notebook.kernel import FrameKernel, failed_frame
+
+log = logging.getLogger(__name__)
+
+RESUME_TIMEOUT_SECONDS = 60.0
+"""How long ``here.resume()`` waits for the session to plan the resume."""
+
+
+class Host(Protocol):
+    """What the notebook needs of the session."""
+
+    state: SessionState
+    task: TaskRef
+    workspace: Path
+    config_root: Path
+    home: Path
+    id: str
+    capture: Any
+
+    def resume(self, peer: bool = False) -> dict[str, Any] | None: ...
+
+
+def label(task: str) -> str:
+    """The kernel's name in the IDE."""
+    return f"podcode: {task} (failed frame)"
+
+
+class Notebook:
+    """One session's notebook: its kernel and the starter notebook."""
+
+    def __init__(self, host: Host, failure: Callable[[], ExcInfo | None]) -> None:
+        self.host = host
+        self.failure = failure
+        self.kernel = FrameKernel(failure, host.workspace)
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """What ``here`` offers the cells; ``loop`` is the session's, where resume runs."""
+        host = self.host
+
+        async def resume() -> dict[str, Any] | None:
+            return host.resume()
+
+        def inputs() -> tuple[tuple[Any, ...], dict[str, Any]]:
+            from interactive.inputs.capture import load_inputs
+
+            folder = host.capture.folder if host.capture is not None else None
+            return load_inputs(host.task.name, host.home, folder=folder)
+
+        self.kernel.helpers["session"] = here.Session(
+            failure=self.failure, inputs=inputs,
+            resume=lambda: asyncio.run_coroutine_threadsafe(resume(), loop).result(
+                RESUME_TIMEOUT_SECONDS),
+            rerun_script=starter.rerun_script(host.config_root, host.task.name),
+            home=host.home, workspace=host.workspace,
+        )
+
+    def open(self) -> dict[str, Any]:
+        """Write the starter notebook unless it is there; where it is."""
+        host, excinfo = self.host, self.failure()
+        frame = failed_frame(excinfo, host.workspace) if excinfo is not None else None
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+        notebook = starter.render(host.task.name, host.state.error, where,
+                                  starter.frame_source(frame))
+        path = starter.notebook_path(host.config_root, host.id)
+        created = starter.write_starter(path, notebook)
+        return {"path": str(path), "created": created, "label": label(host.task.name)}
+
+    def close(self) -> None:
+        self.kernel.close()
+
+
+def _error(message: str, status: int) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+def add_routes(app: web.Application, notebook: Notebook,
+               read_json: Callable[[web.Request], Any]) -> None:
+    """The ``/api/notebook/*`` routes; ``read_json`` reads a request's JSON object body."""
+
+    async def bind(app: web.Application) -> None:
+        notebook.bind(asyncio.get_running_loop())
+
+    async def open_(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(await asyncio.to_thread(notebook.open))
+        except OSError as exc:
+            return _error(f"could not write the starter notebook: {exc}", 500)
+
+    async def execute(request: web.Request) -> web.Response:
+        body = await read_json(request)
+        code = body.get("code")
+        if not isinstance(code, str):
+            return _error('expected {"code": "<the cell\'s Python source>"}', 400)
+        state = notebook.host.state.state
+        if state not in RESUMABLE or notebook.failure() is None:
+            return _error(f"the task is {state}: cells run while it waits in the session", 409)
+        result = await asyncio.wrap_future(notebook.kernel.execute(code))
+        return web.json_response(result.as_dict())
+
+    async def interrupt(request: web.Request) -> web.Response:
+        result = await in_thread(notebook.kernel.interrupt, "notebook-interrupt")
+        return web.json_response({"result": result})
+
+    app.on_startup.append(bind)
+    app.router.add_post("/api/notebook/open", open_)
+    app.router.add_post("/api/notebook/execute", execute)
+    app.router.add_post("/api/notebook/interrupt", interrupt)

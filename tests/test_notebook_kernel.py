@@ -1,0 +1,209 @@
+"""The frame kernel: cells run in a real failed frame (a function that raised), show the
+last expression's value, keep what they assign, capture print, render DataFrames as
+tables and matplotlib figures as PNG, show an exception as a traceback, and stop a
+Python loop on interrupt."""
+
+from __future__ import annotations
+
+import base64
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interactive.base.types import ExcInfo
+from interactive.session.notebook import outputs
+from interactive.session.notebook.kernel import FrameKernel, failed_frame, split
+
+WAIT = 60.0
+
+
+def _helper(values: list[int]) -> int:
+    scaled = [v * 2 for v in values]
+    total = sum(scaled)
+    raise ValueError(f"total too large: {total}")
+
+
+def _task(values: list[int]) -> int:
+    offset = 100
+    return _helper(values) + offset
+
+
+def _failure() -> ExcInfo:
+    try:
+        _task([1, 2, 3])
+    except ValueError:
+        info = sys.exc_info()
+        assert info[0] is not None and info[1] is not None
+        return (info[0], info[1], info[2])
+    raise AssertionError("the task did not fail")
+
+
+@pytest.fixture
+def kernel() -> Any:
+    failure = _failure()
+    running = FrameKernel(lambda: failure)
+    yield running
+    running.close()
+
+
+def run(kernel: FrameKernel, code: str) -> dict[str, Any]:
+    return kernel.execute(code).result(WAIT).as_dict()
+
+
+def plain(result: dict[str, Any]) -> list[str]:
+    return [o["data"]["text/plain"] for o in result["outputs"] if o["type"] == "display"]
+
+
+def test_the_failed_frame_is_the_innermost_one_or_the_workspaces() -> None:
+    failure = _failure()
+    assert failed_frame(failure).f_code.co_name == "_helper"
+    assert failed_frame(failure, Path(__file__).parent).f_code.co_name == "_helper"
+    assert failed_frame(failure, Path("/nonexistent")).f_code.co_name == "_helper"
+
+
+def test_the_last_expression_is_shown_and_statements_are_not() -> None:
+    body, value = split("x = 1\nx + 1", "<cell>")
+    assert body is not None and value is not None
+    assert split("x = 1", "<cell>")[1] is None
+    assert split("x", "<cell>")[0] is None
+
+
+def test_a_cell_sees_the_frames_locals_and_globals(kernel: FrameKernel) -> None:
+    result = run(kernel, "total, scaled")
+    assert result["ok"] and plain(result) == ["(12, [2, 4, 6])"]
+    # a comprehension sees the frame's locals too (a function scope of its own before 3.12)
+    assert plain(run(kernel, "[v + total for v in values]")) == ["[13, 14, 15]"]
+    assert plain(run(kernel, "_task.__name__")) == ["'_task'"]  # the module's globals
+
+
+def test_names_a_cell_assigns_stay_for_the_next_cells(kernel: FrameKernel) -> None:
+    assert run(kernel, "doubled = total * 2")["outputs"] == []
+    assert plain(run(kernel, "doubled")) == ["24"]
+    assert plain(run(kernel, "_ + 1")) == ["25"]  # the last value shown
+
+
+def test_the_frame_itself_is_not_changed(kernel: FrameKernel) -> None:
+    failure = kernel._failure()
+    assert failure is not None
+    run(kernel, "total = -1")
+    assert failed_frame(failure).f_locals["total"] == 12
+
+
+def test_print_goes_to_the_cell_and_other_threads_print_where_they_did(
+    kernel: FrameKernel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = threading.Event()
+
+    def elsewhere() -> None:
+        print("from another thread")
+        other.set()
+
+    result = run(kernel, "import threading\nprint('total is', total)\n"
+                         "import sys; print('warn', file=sys.stderr)")
+    threading.Thread(target=elsewhere).start()
+    assert other.wait(WAIT)
+    assert result["outputs"] == [
+        {"type": "stream", "name": "stdout", "text": "total is 12\n"},
+        {"type": "stream", "name": "stderr", "text": "warn\n"},
+    ]
+    assert "from another thread" in capsys.readouterr().out
+
+
+def test_a_dataframe_is_a_table(kernel: FrameKernel) -> None:
+    pytest.importorskip("pandas")
+    result = run(kernel, "import pandas as pd\npd.DataFrame({'value': values, 'scaled': scaled})")
+    (shown,) = result["outputs"]
+    assert "<table" in shown["data"]["text/html"] and "scaled" in shown["data"]["text/html"]
+    assert "value" in shown["data"]["text/plain"]
+
+
+def test_a_figure_is_a_png(kernel: FrameKernel) -> None:
+    pytest.importorskip("matplotlib")
+    result = run(kernel, "import matplotlib.pyplot as plt\nplt.plot(values, scaled)\nNone")
+    (figure,) = [o for o in result["outputs"] if o["type"] == "display"]
+    png = base64.b64decode(figure["data"]["image/png"])
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    import matplotlib
+
+    assert matplotlib.get_backend().lower() == "agg"
+    assert run(kernel, "plt.get_fignums()")["outputs"][0]["data"]["text/plain"] == "[]"
+
+
+def test_a_figure_as_the_last_value_is_shown_once(kernel: FrameKernel) -> None:
+    pytest.importorskip("matplotlib")
+    result = run(kernel, "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\n"
+                         "ax.bar(range(3), scaled)\nfig")
+    assert [list(o["data"]) for o in result["outputs"]] == [["image/png", "text/plain"]]
+
+
+def test_an_array_shows_its_shape_and_dtype_with_its_own_short_repr(kernel: FrameKernel) -> None:
+    pytest.importorskip("numpy")
+    (text,) = plain(run(kernel, "import numpy as np\nnp.arange(total * 1000).reshape(12, -1)"))
+    head, _, body = text.partition("\n")
+    assert head.startswith("ndarray shape=(12, 1000) dtype=int64"), head
+    assert "..." in body and len(body) < 2000  # numpy's abbreviated repr
+
+
+def test_an_exception_is_a_traceback_in_the_cell(kernel: FrameKernel) -> None:
+    result = run(kernel, "x = 1\nvalues[10]")
+    assert not result["ok"]
+    (error,) = result["outputs"]
+    assert error["type"] == "error" and error["ename"] == "IndexError"
+    assert "<cell" in error["traceback"] and "values[10]" in error["traceback"]
+    assert "kernel.py" not in error["traceback"]  # the kernel's own frames are left out
+    assert plain(run(kernel, "x")) == ["1"]  # the kernel goes on
+    syntax = run(kernel, "def (")
+    assert syntax["outputs"][0]["ename"] == "SyntaxError"
+
+
+def test_a_python_loop_is_interrupted_within_a_second(kernel: FrameKernel) -> None:
+    started = kernel.execute("n = 0\nwhile True:\n    n += 1")
+    while not kernel.busy():
+        threading.Event().wait(0.01)
+    assert kernel.interrupt() == "interrupted"
+    result = started.result(WAIT).as_dict()
+    assert result["outputs"][0]["ename"] == "KeyboardInterrupt"
+    assert plain(run(kernel, "n > 0")) == ["True"]
+    assert kernel.interrupt() == "idle"
+
+
+def test_a_cell_in_native_code_is_reported_so(kernel: FrameKernel) -> None:
+    started = kernel.execute("import time\ntime.sleep(3)\nreached = True")
+    while not kernel.busy():
+        threading.Event().wait(0.01)
+    assert kernel.interrupt(wait=0.2) == "native"
+    result = started.result(WAIT).as_dict()  # it stops when the sleep returns
+    assert result["outputs"][0]["ename"] == "KeyboardInterrupt"
+    assert run(kernel, "'reached' in dir()")["outputs"][0]["data"]["text/plain"] == "False"
+
+
+def test_a_new_failure_starts_a_new_namespace() -> None:
+    failures = [_failure()]
+    kernel = FrameKernel(lambda: failures[-1])
+    try:
+        run(kernel, "mine = 1")
+        failures.append(_failure())
+        result = run(kernel, "mine")
+        assert result["outputs"][0]["ename"] == "NameError"
+    finally:
+        kernel.close()
+
+
+def test_outputs_clip_long_text_and_survive_a_failing_repr() -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert "repr failed with RuntimeError" in outputs.plain(Broken())
+    assert outputs.clip("x" * 10, 4).startswith("xxxx\n... (6 more")
+
+
+def test_a_tensor_shows_its_shape_dtype_and_device(kernel: FrameKernel) -> None:
+    pytest.importorskip("torch")
+    (text,) = plain(run(kernel, "import torch\ntorch.zeros(total, 3)"))
+    head, _, body = text.partition("\n")
+    assert head == "Tensor shape=(12, 3) dtype=torch.float32 device=cpu"
+    assert body.startswith("tensor([[0., 0., 0.]")

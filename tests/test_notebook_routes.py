@@ -1,0 +1,131 @@
+"""The control API's notebook routes against a real aiohttp server, cells in a real failed
+frame: behind the token, the starter notebook written once (0600), cells that run while the
+task waits (409 otherwise), an interrupt, and the helpers a cell calls (here.*)."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from interactive.base.phases import Phase
+from interactive.base.state import SessionState
+from interactive.base.types import ExcInfo, TaskRef
+from tests.cli_fixture import served_api
+
+
+def _failing(rows: list[int]) -> None:
+    total = sum(rows)
+    raise ValueError(f"total too large: {total}")
+
+
+def _failure() -> ExcInfo:
+    try:
+        _failing([5, 7])
+    except ValueError:
+        kind, exc, tb = sys.exc_info()
+        assert kind is not None and exc is not None
+        return kind, exc, tb
+    raise AssertionError("no failure")
+
+
+class Host:
+    """The session as the notebook sees it."""
+
+    def __init__(self, root: Path) -> None:
+        self.state = SessionState("jobs.train", clock=lambda: 1000.0)
+        self.state.set(state=Phase.WAITING, error="ValueError: total too large: 12")
+        self.task = TaskRef("jobs.train", "jobs", "train", str(Path(__file__)))
+        self.workspace = self.config_root = root
+        self.home = root / "home"
+        self.id = "41-7"
+        self.capture = None
+        self.resumed = 0
+
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        self.resumed += 1
+        return {"patched": []}
+
+    def abort(self, peer: bool = False) -> None: ...
+
+    def keepalive(self, seconds: float) -> float | None:
+        return None
+
+    def peer_status(self) -> dict[str, Any]:
+        return {}
+
+
+@pytest.fixture
+async def api(tmp_path: Path):
+    host, failure = Host(tmp_path), _failure()
+    async with served_api(host, failure=lambda: failure) as (client, url):
+        yield host, client, url
+
+
+async def _cell(client: aiohttp.ClientSession, code: str) -> dict[str, Any]:
+    async with client.post("/api/notebook/execute", json={"code": code}) as response:
+        assert response.status == 200, await response.text()
+        return dict(await response.json())
+
+
+async def test_the_notebook_routes_need_the_token(api) -> None:
+    host, _, url = api
+    async with aiohttp.ClientSession(url) as anonymous:
+        for path in ("open", "execute", "interrupt"):
+            async with anonymous.post(f"/api/notebook/{path}", json={"code": "1"}) as response:
+                assert response.status == 401
+    assert not (host.config_root / ".vscode").exists()
+
+
+async def test_the_starter_notebook_is_written_once(api) -> None:
+    host, client, _ = api
+    async with client.post("/api/notebook/open") as response:
+        opened = await response.json()
+    path = Path(opened["path"])
+    assert path == host.config_root / ".vscode" / "podcode" / "notebook-41-7.ipynb"
+    assert opened["created"] and opened["label"] == "podcode: jobs.train (failed frame)"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    notebook = json.loads(path.read_text())
+    assert notebook["nbformat"] == 4
+    text = "\n".join(cell["source"] for cell in notebook["cells"])
+    assert "def _failing(rows" in text  # the failed function's source
+    assert "ValueError: total too large: 12" in text
+    for helper in ("here.error()", "here.inputs()", "here.run_again()", "here.resume()"):
+        assert helper in text
+    path.write_text(path.read_text().replace("jobs.train failed", "my notes"))
+    async with client.post("/api/notebook/open") as response:
+        assert not (await response.json())["created"]
+    assert "my notes" in path.read_text()  # the engineer's edits stay
+
+
+async def test_cells_run_in_the_failed_frame_while_the_task_waits(api) -> None:
+    host, client, _ = api
+    shown = await _cell(client, "total * 2")
+    assert shown["ok"] and shown["outputs"][0]["data"]["text/plain"] == "24"
+    host.state.set(state=Phase.RESUMING)
+    async with client.post("/api/notebook/execute", json={"code": "1"}) as response:
+        assert response.status == 409
+        assert "resuming" in (await response.json())["error"]
+    async with client.post("/api/notebook/execute", json={"cell": "1"}) as response:
+        assert response.status == 400
+
+
+async def test_a_cell_calls_the_sessions_helpers(api) -> None:
+    host, client, _ = api
+    error = await _cell(client, "from interactive.session.notebook import here\nhere.error()")
+    assert "ValueError: total too large: 12" in error["outputs"][0]["text"]
+    assert "_failing" in error["outputs"][0]["text"]
+    resumed = await _cell(client, "here.resume()")
+    assert resumed["outputs"][0]["data"]["text/plain"] == "{'patched': []}"
+    assert host.resumed == 1
+
+
+async def test_an_idle_kernel_has_nothing_to_interrupt(api) -> None:
+    _, client, _ = api
+    async with client.post("/api/notebook/interrupt") as response:
+        assert (await response.json()) == {"result": "idle"}
