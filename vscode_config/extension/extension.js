@@ -1,7 +1,8 @@
 // podcode companion: a status-bar item with the session's state and the time left
 // before cleanup, the commands "Resume workflow" and "Keep alive", the debugger of the
-// pod's launch configurations (debugger.js), and throttled activity reports (typing,
-// terminal, debugging) to the session's control API.
+// pod's launch configurations (debugger.js), a notebook whose cells run in the failed
+// frame (lib/notebook.js), and throttled activity reports (typing, terminal, debugging)
+// to the session's control API.
 'use strict';
 
 const vscode = require('vscode');
@@ -9,6 +10,7 @@ const client = require('./lib/client');
 const { registerDebugger } = require('./debugger');
 const { isPersonRequest } = require('./lib/activity');
 const language = require('./lib/language');
+const notebook = require('./lib/notebook');
 const { findSession } = require('./lib/session');
 const {
   ENDED_TEXT, pollDelay, sessionGone, shouldAttach, statusText, statusTooltip,
@@ -30,6 +32,7 @@ let answered = false; // the control API answered once: its absence now means th
 let lastState = null;
 let seen = { url: null, version: null }; // the status version last shown, per session
 const attached = new Set(); // sessions whose post-mortem this window started by itself
+let openNotebook = async () => {}; // the notebook on the failed frame (lib/notebook.js)
 
 function log(message) {
   output.appendLine(`[${new Date().toISOString()}] ${message}`);
@@ -188,6 +191,7 @@ async function menu() {
   const picked = await vscode.window.showQuickPick(
     [
       { label: '$(debug-continue) Resume workflow', run: resume },
+      { label: '$(notebook) Open notebook on the failure', run: openNotebook },
       { label: '$(clock) Keep alive', run: keepAlive },
     ],
     { placeHolder: 'podcode session' },
@@ -272,6 +276,7 @@ function activate(context) {
     vscode.commands.registerCommand('podcode.menu', menu),
   );
   registerDebugger(context, resume);
+  openNotebook = notebook.register(vscode, context, { currentSession, log }).open;
   context.subscriptions.push(language.startLater(vscode, log));
   poll();
 }

@@ -57,5 +57,9 @@ module.exports = {
   resume: (session) => request(session, 'POST', '/api/resume', {}),
   keepalive: (session, seconds) => request(session, 'POST', '/api/keepalive', { seconds }),
   activity: (session, kind) => request(session, 'POST', '/api/activity', { kind }),
+  // A cell runs as long as it needs: no timeout (the stop button interrupts it).
+  execute: (session, code) => request(session, 'POST', '/api/notebook/execute', { code }, 0),
+  interrupt: (session) => request(session, 'POST', '/api/notebook/interrupt', {}, 10000),
+  openNotebook: (session) => request(session, 'POST', '/api/notebook/open', {}),
   request,
 };

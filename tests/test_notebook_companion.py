@@ -1,0 +1,66 @@
+"""The companion's notebook outputs, run by Node outside VS Code: the kernel's mime bundles
+become NotebookCellOutputs (PNG as bytes, HTML, text, streams, a traceback as an error)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LIB = Path(__file__).resolve().parents[1] / "vscode_config" / "extension" / "lib"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="needs node to run the extension's code")
+
+CONVERT = """
+class Item {
+  constructor(data, mime) { this.mime = mime; this.data = Buffer.from(data).toString('base64'); }
+  static text(text, mime = 'text/plain') { return new Item(Buffer.from(text), mime); }
+  static stdout(text) { return Item.text(text, 'application/vnd.code.notebook.stdout'); }
+  static stderr(text) { return Item.text(text, 'application/vnd.code.notebook.stderr'); }
+  static error(err) {
+    return Item.text(JSON.stringify({ name: err.name, message: err.message, stack: err.stack }),
+      'application/vnd.code.notebook.error');
+  }
+}
+class Output { constructor(items) { this.items = items; } }
+const vscode = { NotebookCellOutputItem: Item, NotebookCellOutput: Output };
+const { cellOutputs } = require(process.argv[2] + '/notebook.js');
+console.log(JSON.stringify(cellOutputs(vscode, JSON.parse(process.argv[1]))));
+"""
+
+
+def convert(body: dict[str, Any]) -> list[list[tuple[str, bytes]]]:
+    assert NODE is not None
+    done = subprocess.run([NODE, "-e", CONVERT, json.dumps(body), str(LIB)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [[(item["mime"], base64.b64decode(item["data"])) for item in output["items"]]
+            for output in json.loads(done.stdout)]
+
+
+def test_the_kernels_outputs_become_notebook_outputs() -> None:
+    png = b"\x89PNG\r\n\x1a\nfake"
+    body = {"outputs": [
+        {"type": "stream", "name": "stdout", "text": "total is 12\n"},
+        {"type": "stream", "name": "stderr", "text": "warn\n"},
+        {"type": "display", "data": {"text/plain": "<Figure>",
+                                     "image/png": base64.b64encode(png).decode()}},
+        {"type": "display", "data": {"text/plain": "   a\n0  1", "text/html": "<table></table>"}},
+        {"type": "error", "ename": "IndexError", "evalue": "list index out of range",
+         "traceback": "Traceback ...\nIndexError: list index out of range\n"},
+    ], "ok": False, "execution_count": 3}
+    stdout, stderr, figure, table, error = convert(body)
+    assert stdout == [("application/vnd.code.notebook.stdout", b"total is 12\n")]
+    assert stderr == [("application/vnd.code.notebook.stderr", b"warn\n")]
+    assert figure == [("image/png", png), ("text/plain", b"<Figure>")]  # the bytes, richest first
+    assert table == [("text/html", b"<table></table>"), ("text/plain", b"   a\n0  1")]
+    ((mime, data),) = error
+    assert mime == "application/vnd.code.notebook.error"
+    assert json.loads(data) == {"name": "IndexError", "message": "list index out of range",
+                                "stack": "Traceback ...\nIndexError: list index out of range\n"}
+    assert convert({}) == []
