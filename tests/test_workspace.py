@@ -66,3 +66,58 @@ def test_a_podcode_home_inside_the_workspace_is_never_an_edit(
     (tmp_path / "train.py").write_text("x = 2\n")
     assert snapshot.changed() == ["train.py"]
     assert "secret" not in snapshot.diff()
+
+
+def test_an_edit_of_the_same_size_within_the_timestamp_granularity_is_seen(
+    tmp_path: Path,
+) -> None:
+    """The filesystem's clock is coarse: an edit of the same size made in the same tick as
+    the snapshot leaves the file's stamp as it was; its content tells the edit."""
+    script = tmp_path / "driver.py"
+    script.write_text('x = config["hieght"]\n')
+    stamp = script.stat().st_mtime_ns
+    snapshot = Snapshot.take(tmp_path)
+    script.write_text('x = config["height"]\n')
+    os.utime(script, ns=(stamp, stamp))  # the same tick
+    assert script.stat().st_mtime_ns == stamp
+    assert snapshot.changed() == ["driver.py"]
+    assert '+x = config["height"]' in snapshot.diff()
+
+
+def test_a_file_stamped_long_before_the_snapshot_is_compared_by_its_stamp(
+    tmp_path: Path,
+) -> None:
+    """Only files stamped close to the snapshot are hashed: an old file is not read again."""
+    script = tmp_path / "old.py"
+    script.write_text("x = 1\n")
+    os.utime(script, ns=(10**18, 10**18))  # 2001
+    snapshot = Snapshot.take(tmp_path)
+    assert snapshot.digests == {} and snapshot.changed() == []
+    script.write_text("x = 2\n")
+    os.utime(script, ns=(10**18, 10**18))
+    assert snapshot.changed() == [], "same stamp, long before: taken as unchanged"
+
+
+def test_a_file_written_while_the_snapshot_reads_it_keeps_the_text_its_stamp_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file written between its stat and its read is read again, so the text kept is the
+    one its stamp says: the edit that follows is seen against that text."""
+    import interactive.storage.workspace as workspace
+
+    script = tmp_path / "a.py"
+    script.write_text("x = 1\n")
+    reads = []
+    read = workspace._read_text
+
+    def read_once_then_edit(path: Path) -> str | None:
+        text = read(path)
+        if not reads:
+            touch_later(path, "x = 22\n")  # written right after the first read
+        reads.append(text)
+        return text
+
+    monkeypatch.setattr(workspace, "_read_text", read_once_then_edit)
+    snapshot = Snapshot.take(tmp_path)
+    assert reads == ["x = 1\n", "x = 22\n"]
+    assert snapshot.texts["a.py"] == "x = 22\n" and snapshot.changed() == []

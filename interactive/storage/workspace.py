@@ -4,13 +4,21 @@ A snapshot stamps every file (modification time and size) and keeps the text
 of small text files, so that changed files can be listed, reloaded and saved
 with a unified diff. Large trees are bounded: folders such as ``.git`` and
 ``node_modules`` are skipped and at most ``max_files`` files are stamped.
+
+A stamp alone misses an edit of the same size made within the filesystem's timestamp
+granularity of the snapshot (a kernel tick on ext4, a second or two elsewhere): the file
+keeps its stamp. So a file stamped within :data:`RACY_NS` of the snapshot (or after it)
+also has its content's hash kept, and is compared by content, as git does with a "racily
+clean" file; and a file that changed while it was read is read again.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +48,11 @@ SKIP_PATHS = frozenset({".vscode/podcode-session.json", ".vscode/podcode"})
 """What podcode writes into the workspace (secrets, generated scripts) is not an edit."""
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_TOTAL = 32 * 1024 * 1024
+
+RACY_NS = 2_000_000_000
+"""Files stamped this close to the snapshot's start, or later, are compared by content."""
+MAX_HASHED_BYTES = 16 * 1024 * 1024
+"""A larger file stamped close to the snapshot is compared by its stamp only."""
 
 Stamp = tuple[int, int]
 
@@ -83,6 +96,18 @@ def _rel(base: str, name: str) -> str:
     return name if base == "." else f"{base}/{name}".replace(os.sep, "/")
 
 
+def _stamp(stat: os.stat_result) -> Stamp:
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _digest(path: Path) -> str | None:
+    """The hash of the file's bytes (None: it cannot be read)."""
+    try:
+        return hashlib.blake2b(path.read_bytes()).hexdigest()  # at most MAX_HASHED_BYTES
+    except OSError:
+        return None
+
+
 def _read_text(path: Path) -> str | None:
     try:
         data = path.read_bytes()
@@ -93,6 +118,22 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+def _steady(path: Path, stamp: Stamp, keep_text: bool) -> tuple[Stamp, str | None]:
+    """The file's stamp and (``keep_text``) text, read so that they agree: a file written
+    while it was read is read again (a text newer than its stamp would hide the edit)."""
+    text = None
+    for _ in range(3):
+        text = _read_text(path) if keep_text else None
+        try:
+            now = _stamp(os.stat(path))
+        except OSError:
+            break
+        if now == stamp:
+            break
+        stamp = now
+    return stamp, text
+
+
 @dataclass
 class Snapshot:
     """The state of ``root`` when the session opened."""
@@ -100,26 +141,41 @@ class Snapshot:
     root: Path
     stamps: dict[str, Stamp] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    """Content hashes of the files stamped within :data:`RACY_NS` of the snapshot."""
 
     @classmethod
     def take(cls, root: Path, max_files: int = 20000) -> Snapshot:
         snapshot = cls(Path(root).resolve())
+        racy_after = time.time_ns() - RACY_NS
         budget = MAX_TEXT_TOTAL
         for rel, stat in walk(snapshot.root, max_files):
-            snapshot.stamps[rel] = (stat.st_mtime_ns, stat.st_size)
-            if stat.st_size <= min(MAX_TEXT_BYTES, budget):
-                text = _read_text(snapshot.root / rel)
-                if text is not None:
-                    snapshot.texts[rel] = text
-                    budget -= stat.st_size
+            keep_text = stat.st_size <= min(MAX_TEXT_BYTES, budget)
+            stamp, text = _steady(snapshot.root / rel, _stamp(stat), keep_text)
+            snapshot.stamps[rel] = stamp
+            if text is not None:
+                snapshot.texts[rel] = text
+                budget -= stamp[1]
+            if stamp[0] >= racy_after and stamp[1] <= MAX_HASHED_BYTES:
+                digest = _digest(snapshot.root / rel)
+                if digest is not None:
+                    snapshot.digests[rel] = digest
         return snapshot
 
     def changed(self) -> list[str]:
-        """Relative paths added, modified or deleted since the snapshot."""
-        now = {rel: (stat.st_mtime_ns, stat.st_size) for rel, stat in walk(self.root)}
-        changed = {rel for rel, stamp in now.items() if self.stamps.get(rel) != stamp}
+        """Relative paths added, modified or deleted since the snapshot (a file stamped
+        close to the snapshot and stamped the same now is compared by content)."""
+        now = {rel: _stamp(stat) for rel, stat in walk(self.root)}
+        changed = {rel for rel, stamp in now.items()
+                   if self.stamps.get(rel) != stamp or self._racy_edit(rel)}
         changed |= set(self.stamps) - set(now)
         return sorted(changed)
+
+    def _racy_edit(self, rel: str) -> bool:
+        """Whether a file whose stamp is as it was holds other bytes (an edit of the same
+        size within the filesystem's timestamp granularity of the snapshot)."""
+        digest = self.digests.get(rel)
+        return digest is not None and _digest(self.root / rel) != digest
 
     def diff(self, paths: list[str] | None = None, prefix: str = "") -> str:
         """A unified diff of the changed text files that ``git apply`` accepts (binary and
