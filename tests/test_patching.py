@@ -265,3 +265,29 @@ def test_a_definition_patched_twice_is_named_once() -> None:
         result.add_patched(name)
     assert result.patched == ["m.f", "m.g"]
     assert result.summary() == "patched m.f, m.g"
+
+
+def test_a_task_shipped_by_value_runs_the_saved_text_of_a_stale_copy(module: ModuleType) -> None:
+    """A Ray node reuses its working_dir copy for a later job with the same files, edits of
+    an earlier session included: the task runs the code its driver shipped (the bug), the
+    copy already reads as fixed, and the engineer's save changes no text. Saving makes the
+    text what runs: the definitions whose running code differs are patched."""
+    path = Path(module.__file__ or "")
+    path.write_text(path.read_text() + "\n\ndef task(v):\n    return scale(v) / 0\n")
+    importlib.reload(module)
+    copy = shipped_by_value(module, "task")
+    fixed = path.read_text().replace("return scale(v) / 0", "return scale(v) / 2")
+    path.write_text(fixed)  # the copy, fixed by the earlier job's session
+    patch = plan([(path, fixed, fixed)], [copy])  # saved again, as it reads
+    patch.apply()
+    assert copy(3) == 3.0
+    assert patch.patched == ["pt_mod.task"], "only what ran other code than its text"
+
+
+def test_an_unedited_file_that_matches_what_runs_patches_nothing(module: ModuleType) -> None:
+    """Saving a file without a change, whose text is what runs, patches nothing (every
+    definition, nested and decorated ones included, compares equal to its running code)."""
+    path = Path(module.__file__ or "")
+    text = path.read_text()
+    patch = plan([(path, text, text)])
+    assert patch.patched == [] and patch.summary().startswith("nothing patched")

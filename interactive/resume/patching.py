@@ -13,6 +13,9 @@ loaded from a file path (``pyflyte run wf.py``). So podcode patches instead:
   default values) assigned to the **existing** function object, so every
   reference to it sees the fix: a method of a class whose instance was passed
   in, a helper imported by name, a task wrapped by decorators;
+- a definition whose text is unchanged but whose running code is not its text (a
+  Ray node's working_dir copy that an earlier job's session edited, reused for a job
+  that ships the unedited code) gets its text's code too: a saved file is what runs;
 - a new function, method or class is defined; a new ``import`` and a changed
   constant (``LR = 0.5``: names bound without calling anything) are run;
 - every other top-level statement is left alone and named in the report, so a
@@ -183,10 +186,10 @@ def plan(
     Raises :class:`Unpatchable` naming the first definition that cannot be patched."""
     result = Plan()
     for path, old, new in edits:
-        if path.suffix != ".py" or old == new:
-            continue
+        if path.suffix != ".py":
+            continue  # a file saved unchanged still counts: what runs may not be its text
         namespaces = namespaces_of(path, tasks)
-        if not namespaces:
+        if not namespaces and old != new:
             result.not_loaded.append(path.name)
         for namespace in namespaces:
             FilePatcher(namespace, path, old, new, result).plan()
@@ -336,7 +339,9 @@ class FilePatcher:
         self.result = plan
         self.old_tree = _parse(old, self.filename, "before the edit")
         self.new_tree = _parse(new, self.filename, "after the edit")
-        self.new_codes = code_objects(compile(self.new_tree, self.filename, "exec"))
+        self.new_codes = code_objects(
+            compile(self.new_tree, self.filename, "exec", dont_inherit=True)  # as imported
+        )
         self._nested_lookup: dict[types.CodeType, list[types.FunctionType]] | None = None
 
     def plan(self) -> None:
@@ -358,8 +363,11 @@ class FilePatcher:
             if not _same(class_layout(old.node), class_layout(new.node)):
                 self._refuse(new, "its bases, decorators or class attributes changed")
             return  # its methods are definitions of their own
+        stale = False
         if _same(old.node, new.node) and old.first_line == new.first_line:
-            return
+            stale = self._runs_other_code(old, new)
+            if not stale:
+                return
         if not _same(old.node.decorator_list, new.node.decorator_list):
             self._refuse(new, "its decorators changed")
         code = self._new_code(new)
@@ -381,11 +389,21 @@ class FilePatcher:
         self.result.found.add((self.filename, new.name))
         defaults = self._defaults(new)
         self.result.replaced.update((id(f), (code, defaults)) for f in functions)
-        if not _same(old.node, new.node):
+        if stale or not _same(old.node, new.node):
             self.result.add_patched(self._qualified(new))
         self.result.changes.append(
             Change(self._qualified(new), lambda: _replace_code(functions, code, defaults))
         )
+
+    def _runs_other_code(self, old: Definition, new: Definition) -> bool:
+        """Whether an unedited definition runs code other than its text: the file was
+        changed before the task loaded it (a Ray node's working_dir copy that an earlier
+        job's session edited, while the task runs the code its driver shipped). Saving the
+        file makes its text what runs. Nested definitions are left to their encloser."""
+        code = self.new_codes.get((new.path, new.first_line))
+        if new.nested or code is None:
+            return False
+        return any(not same_behaviour(f.__code__, code) for f in self._live_functions(old))
 
     def _added(self, new: Definition, old_defs: dict[Path_, list[Definition]]) -> None:
         parent = new.path[:-1]
@@ -607,6 +625,21 @@ def unwrap(value: Any, depth: int = 8) -> list[types.FunctionType]:
             if inner is not None and not isinstance(inner, (str, int, float, bool)):
                 pending.append((inner, level + 1))
     return found
+
+
+def same_behaviour(a: types.CodeType, b: types.CodeType) -> bool:
+    """Whether two code objects run the same instructions on the same names and constants
+    (their file, name and line numbers aside)."""
+    if (a.co_code, a.co_names, a.co_varnames, a.co_freevars, a.co_cellvars) != (
+            b.co_code, b.co_names, b.co_varnames, b.co_freevars, b.co_cellvars):
+        return False
+    if len(a.co_consts) != len(b.co_consts):
+        return False
+    return all(
+        same_behaviour(x, y) if isinstance(x, types.CodeType) and isinstance(y, types.CodeType)
+        else type(x) is type(y) and (x == y or repr(x) == repr(y))  # NaN is itself
+        for x, y in zip(a.co_consts, b.co_consts, strict=True)
+    )
 
 
 def functions_by_code() -> dict[types.CodeType, list[types.FunctionType]]:
