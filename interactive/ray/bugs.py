@@ -276,6 +276,8 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
         add_note(excinfo[1], f"podcode: no debug session opened: {detail}")
     else:
         why = "no outcome in time" if verdict == WAIT else detail
+        print(f"podcode: {key}: the session for this bug ended without a fix ({why}); this "
+              "task raises its own exception and opens none", flush=True)
         add_note(excinfo[1], f"podcode: the session for this bug ended without a fix ({why})")
     raise excinfo[1].with_traceback(excinfo[2])
 

@@ -1,0 +1,201 @@
+"""Ray Tune's own fault tolerance, class trainables and schedulers under podcode, on a real
+local cluster (``ray start``, no PODCODE_* in its environment). Each program is one of
+Tune's published examples adapted as little as possible, run with podcode off first (the
+fixed program where there is a fix): the experiment's results must be the same."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.ray_cluster import Cluster, ray_cluster
+from tests.test_ray import SETTINGS, Driver, _trials, _waiting
+
+pytest.importorskip("ray.tune")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with ray_cluster() as running:
+        yield running
+
+
+RETRIED = f"""\
+import json
+import os
+import tempfile
+import time
+
+import ray
+from ray import tune
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+def evaluation_fn(step, width, height):
+    time.sleep(0.01)
+    return (0.1 + width * step / 100) ** (-1) + height * 0.1
+
+
+@vscode(**SETTINGS)
+def train_func(config):
+    step = 0
+    width, height = config["width"], config["height"]
+
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as checkpoint_dir:
+            with open(os.path.join(checkpoint_dir, "checkpoint.json")) as f:
+                state = json.load(f)
+                step = state["step"] + 1
+
+    for step in range(step, 100):
+        if step == 5 and (width == 20 or not checkpoint):
+            raise RuntimeError(f"the node went away at step {{step}}")
+        intermediate_score = evaluation_fn(step, width, height)
+        with tempfile.TemporaryDirectory() as temp_checkpoint_dir:
+            with open(os.path.join(temp_checkpoint_dir, "checkpoint.json"), "w") as f:
+                json.dump({{"step": step}}, f)
+            tune.report(
+                {{"iterations": step, "mean_loss": intermediate_score}},
+                checkpoint=tune.Checkpoint.from_directory(temp_checkpoint_dir),
+            )
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    tuner = tune.Tuner(
+        train_func,
+        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
+                                  stop={{"training_iteration": 10}},
+                                  failure_config=tune.FailureConfig(max_failures=1)),
+        tune_config=tune.TuneConfig(metric="mean_loss", mode="min"),
+        param_space={{"width": tune.grid_search([10, 20]),
+                      "height": tune.grid_search([0, -50])}},
+    )
+    results = tuner.fit()
+    print("ERRORS", results.num_errors, flush=True)
+    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
+        print("TRIAL", result.config["width"], result.config["height"],
+              "LOSS", round(result.metrics["mean_loss"], 9),
+              "ITERATION", result.metrics["training_iteration"],
+              "ERROR", type(result.error).__name__ if result.error else None, flush=True)
+"""
+"""Tune's custom_func_checkpointing example with ``FailureConfig(max_failures=1)``: every
+trial fails at step 5 on its first try (the node it ran on went away), and the trials of
+width 20 on their retry too. Tune retries each failed trial from its last checkpoint:
+the width 10 trials end at their tenth iteration, the width 20 ones fail twice."""
+
+
+def test_an_aborted_trial_fails_as_without_podcode_and_failure_config_retries_it(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """One session opens for the first failure and the three other trials wait on it; the
+    engineer aborts: each trial fails with its own error, and Tune retries it from its last
+    checkpoint. The width 20 trials hit the bug again on their retry: after an abort it
+    opens no session (each fails at once), so the retries are spent as without podcode."""
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": RETRIED}, PODCODE_ENABLE="0")
+    expected = _trials(reference.finish())
+    assert expected[0] == "ERRORS 2" and len(expected) == 5, expected
+    (tmp_path / "on").mkdir()
+    driver = Driver(cluster, tmp_path / "on", {"driver.py": RETRIED}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _waiting(driver, 3, "the three other trials waiting on the one session")
+        driver.podcode("abort")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert output.count("opening a debug session") == 1, "an aborted bug opens no other"
+    assert output.count("ended without a fix") >= 5, output[-3000:]  # 3 waiting, 2 retried
+    assert _trials(output) == expected, output[-3000:]
+
+
+CLASS = f"""\
+import json
+import os
+
+import numpy as np
+import ray
+from ray import tune
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+class MyTrainableClass(tune.Trainable):
+    def setup(self, config):
+        self.timestep = 0
+
+    @vscode(**SETTINGS)
+    def step(self):
+        self.timestep += 1
+        v = np.tanh(float(self.timestep) / self.config.get("width", 1))
+        v *= self.config["hieght"]
+        return {{"episode_reward_mean": v}}
+
+    def save_checkpoint(self, checkpoint_dir):
+        path = os.path.join(checkpoint_dir, "checkpoint")
+        with open(path, "w") as f:
+            f.write(json.dumps({{"timestep": self.timestep}}))
+
+    def load_checkpoint(self, checkpoint_dir):
+        path = os.path.join(checkpoint_dir, "checkpoint")
+        with open(path, "r") as f:
+            self.timestep = json.loads(f.read())["timestep"]
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    tuner = tune.Tuner(
+        MyTrainableClass,
+        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
+                                  stop={{"training_iteration": 10}},
+                                  checkpoint_config=tune.CheckpointConfig(
+                                      checkpoint_frequency=3, checkpoint_at_end=True)),
+        tune_config=tune.TuneConfig(metric="episode_reward_mean", mode="max"),
+        param_space={{"width": tune.grid_search([10, 20]),
+                      "height": tune.grid_search([1, 100])}},
+    )
+    results = tuner.fit()
+    print("ERRORS", results.num_errors, flush=True)
+    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
+        print("TRIAL", result.config["width"], result.config["height"],
+              "REWARD", round(result.metrics["episode_reward_mean"], 9),
+              "ITERATION", result.metrics["training_iteration"],
+              "CHECKPOINT", bool(result.checkpoint), flush=True)
+"""
+"""The class API of Tune's docs (``MyTrainableClass`` of its hyperband example: ``setup``,
+``step``, ``save_checkpoint``, ``load_checkpoint``), ``@vscode`` on ``step``, with a
+misspelt config key that every trial hits at its first step, after ``step`` counted it."""
+
+
+def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_results(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """``@vscode`` on ``step``: one session for the four trials' bug, the fix reaches the
+    three that wait, and each trial's rewards are the fixed program's (the step that
+    failed is run again on the trainable as it was when that step began)."""
+    fixed = CLASS.replace('config["hieght"]', 'config["height"]')
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
+    expected = _trials(reference.finish())
+    assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
+    (tmp_path / "on").mkdir()
+    driver = Driver(cluster, tmp_path / "on", {"driver.py": CLASS}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _waiting(driver, 3, "the three other trials waiting on the one session")
+        _, resumed = driver.fix('config["hieght"]', 'config["height"]')
+        assert "MyTrainableClass.step" in resumed, resumed
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
+    assert _trials(output) == expected, output[-3000:]
