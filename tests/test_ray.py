@@ -571,32 +571,33 @@ def test_tune_trials_resume_from_their_last_checkpoint_and_tune_sees_each_step_o
         assert f"TRIAL {lr} STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]
 
 
-def test_ray_trains_workers_wait_as_ranks_and_one_resume_resumes_both(
+def test_ray_trains_workers_share_one_session_for_one_bug_and_resume_together(
     cluster: Cluster, tmp_path: Path
 ) -> None:
-    """A TorchTrainer's two workers fail together. They are ranks of one process group, so
-    each opens a session, as torchrun's ranks do (not one session per bug: the group must
-    run again as a whole); one ``podcode resume`` resumes both, they re-form the group,
-    and training ends with the fixed value."""
+    """A TorchTrainer's two workers fail at one line. They go through the bug board: one
+    session opens, the other worker waits on it (its side of the group broken); one
+    ``podcode resume`` hands the fix to both, they re-form the group, and training ends
+    with the fixed value on both."""
     driver = Driver(cluster, tmp_path, {"driver.py": TRAINED})
     try:
-        def ranks() -> list[dict[str, Any]]:
+        def ranks() -> list[dict[str, Any]]:  # a rank's session: in its rank's folder
             assert driver.process.poll() is None, driver.output()[-3000:]
-            found = []
-            for path in driver.home.glob("rank-*/session.json"):
-                record = json.loads(path.read_text())
-                if record.get("state") == "waiting" and record.get("control_url"):
-                    found.append(record)
-            return found if len(found) == 2 else []
+            records = (json.loads(path.read_text())
+                       for path in driver.home.glob("rank-*/session.json"))
+            return [record for record in records
+                    if record.get("state") == "waiting" and record.get("control_url")]
 
-        waiting = wait_until(ranks, "both workers waiting in sessions", 180, 0.5)
-        script = Path(waiting[0]["workspace"]) / "driver.py"
+        (record,) = wait_until(ranks, "a worker waiting in a session", 180, 0.5)
+        wait_until(lambda: "holds no session of its own" in driver.output(),
+                   "the other worker waiting on the session", 120, 0.2)
+        assert len(ranks()) == 1, "one bug, one session"
+        script = Path(record["workspace"]) / "driver.py"
         script.write_text(script.read_text().replace("(step - 1)", "(step + 1)"))
-        leader = min(waiting, key=lambda record: record["rank"]["rank"])
-        assert "__main__.train_func" in driver.podcode("resume", "--pid", str(leader["pid"]))
+        assert "__main__.train_func" in driver.podcode("resume")
         output = driver.finish()
     finally:
         driver.stop()
+    assert output.count("opening a debug session") == 1, "one bug, one session"
     assert "TRAINED error None" in output, output[-3000:]
     for rank in (0, 1):  # 3 / (2 + 1): the fixed code ran on both, in one group again
         assert f"FINAL rank {rank} loss 1.0" in output, output[-3000:]

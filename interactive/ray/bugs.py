@@ -16,6 +16,9 @@ tensors they held are freed):
 
 A task that still fails after the fix claims the bug again: a new session opens.
 
+Ray Train's workers are ranks of one process group: they go through the board too, with
+what a group needs (:mod:`interactive.ray.ranks`).
+
 The fix is posted to the board when the engineer resumes (once the edits are patched
 in), not when the decorated function returns: Ray Tune may stop a trial at its last
 report, and its function never returns. The session's owner beats while the bug is
@@ -49,6 +52,7 @@ from interactive.base.errors import add_note, from_the_task
 from interactive.base.settings import Settings, workspace_for
 from interactive.base.steps import Blocking, Steps, TaskCall
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
+from interactive.ray.ranks import Ranks, bug_of
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ class Again:
     settings: Settings
     alive: Callable[[], bool]
     """False once the process is told to stop (SIGTERM): waiting ends."""
+    ranks: Ranks | None = None
+    """The task is one rank of a process group (Ray Train's workers)."""
 
     @property
     def workspace(self) -> Path:
@@ -85,8 +91,8 @@ class Again:
 
 OpenSession = Callable[..., Steps]
 """``open_session(excinfo, on_open=None, on_resume=None)``: the steps of the task's own
-session for a failure (``on_open(session)`` once it is open, ``on_resume()`` once the
-edits are patched in); their value is the task's, once resumed."""
+session for a failure (``on_open(session)`` once it is open, ``on_resume(patched)`` at
+each resume, once the edits are patched in); their value is the task's, once resumed."""
 
 
 def bug_key(task: str, excinfo: ExcInfo) -> str:
@@ -117,6 +123,8 @@ class Board:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.bugs: dict[str, Bug] = {}
+        self.groups: dict[str, str] = {}
+        """Process group -> the bug whose session broke it (Ray Train's ranks)."""
         self.opened = 0
         self.clock = clock
 
@@ -191,6 +199,14 @@ class Board:
             return WAIT, bug.owner
         return bug.state, bug.detail
 
+    def broke(self, group: str, key: str) -> None:
+        """The session of ``key`` breaks the process group ``group``."""
+        self.groups[group] = key
+
+    def breaker(self, group: str) -> str | None:
+        """The bug whose session broke ``group`` last (None: none did)."""
+        return self.groups.get(group)
+
     def sessions_opened(self) -> int:
         return self.opened
 
@@ -255,11 +271,17 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
     key = bug_key(call.ref.name, excinfo)
     try:
         shared = yield Blocking(board)
+        if call.ranks is not None:  # stopped by the group breaking: the breaker's bug
+            key = yield Blocking(bug_of, (call.ranks, shared, key, excinfo))
         verdict, detail = yield Blocking(_ask, (shared.claim_async, key, who(), False,
                                                 *_where(call)))
+        if verdict == OPEN and call.ranks is not None:  # named before its session breaks it
+            yield Blocking(_ask, (shared.broke, call.ranks.group, key))
     except Exception as exc:  # no board: this task's own session, as without Ray
         log.warning("the job's bug board is out of reach (%s): a session of its own", exc)
         return (yield from open_session(excinfo))
+    if call.ranks is not None and verdict != OPEN:  # its peers must not wait on it
+        yield Blocking(call.ranks.abort, (excinfo[1],))  # (a session breaks it as it opens)
     if verdict == WAIT:
         _release(excinfo)
         print(f"podcode: {key}: a session is open for this bug ({detail}); this task waits "
@@ -310,8 +332,10 @@ def _own_session(
     base = yield Blocking(Snapshot.take, (call.workspace,))
     watch = OwnerWatch(_Beats(shared, key, who()), HEARTBEAT_SECONDS)
 
-    def resumed() -> None:
-        shared.settle.remote(key, FIXED, edits(base))  # the waiters take it now
+    def resumed(patched: bool) -> None:
+        # A resume that patched nothing is no fix to hand on, but ranks run again together.
+        if patched or call.ranks is not None:
+            shared.settle.remote(key, FIXED, edits(base))  # the waiters take it now
 
     watch.start()
     try:
@@ -357,10 +381,16 @@ def _wait(shared: Any, key: str, call: Again, limit: float) -> tuple[str, Any]:
     deadline = time.monotonic() + limit
     verdict: tuple[str, Any] = (WAIT, None)
     node, limits = _where(call)
-    while call.alive() and time.monotonic() < deadline:
-        verdict = ray.get(shared.outcome.remote(key, POLL_SECONDS, who(), limits, node))
-        if verdict[0] != WAIT:
-            break
+    if call.ranks is not None:
+        call.ranks.waiting(True)
+    try:
+        while call.alive() and time.monotonic() < deadline:
+            verdict = ray.get(shared.outcome.remote(key, POLL_SECONDS, who(), limits, node))
+            if verdict[0] != WAIT:
+                break
+    finally:
+        if call.ranks is not None:
+            call.ranks.waiting(False)
     return verdict
 
 
@@ -382,6 +412,8 @@ def _with_fix(
         raise excinfo[1].with_traceback(excinfo[2]) from None
     print(f"podcode: {key}: fixed in its session; this task runs again: {patch.summary()}",
           flush=True)
+    if call.ranks is not None:  # with the other ranks, which resume too
+        yield Blocking(call.ranks.reform)
     try:
         return (yield TaskCall(call.fn, call.args, call.kwargs))
     except NEVER_DEBUGGED:

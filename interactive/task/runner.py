@@ -25,6 +25,7 @@ from interactive.task import preempt, steps
 from interactive.task.warmup import settle, warm_up
 
 if TYPE_CHECKING:
+    from interactive.ray.ranks import Ranks
     from interactive.resume.plan import Resume
     from interactive.session.core import Command, Session
     from interactive.storage.outputs import TaskCache
@@ -175,15 +176,25 @@ def attempt(call: Call) -> Steps:
     if "ray" in sys.modules:
         from interactive.ray import bugs, worker
 
-        if worker.in_worker():
-            if collective.in_group():  # Ray Train's workers: ranks, resumed together
-                _join_pod()
-            else:  # one session per bug across the job
-                again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
-                                   preempt.check_alive)
-                return (yield from bugs.handle(again, excinfo, functools.partial(
-                    session_steps, call)))
+        if worker.in_worker():  # one session per bug across the job
+            again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
+                               preempt.check_alive, _ranks())
+            return (yield from bugs.handle(again, excinfo, functools.partial(
+                session_steps, call)))
     return (yield from session_steps(call, excinfo))
+
+
+def _ranks() -> Ranks | None:
+    """A Ray worker that is one rank of a process group (Ray Train's workers): what the
+    bug board does to its group; None for any other task."""
+    if not collective.in_group():
+        return None
+    from interactive.distributed import peers
+    from interactive.ray.ranks import Ranks, group_name
+
+    _join_pod()
+    return Ranks(group_name(), collective.abort_group, collective.reform_group,
+                 peers.broke_with_the_group, peers.set_in_session)
 
 
 def caught() -> ExcInfo:
@@ -250,7 +261,7 @@ def _restored(live: Any, saved: Any) -> Any:
 
 def debug_session(
     call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None,
-    on_resume: Callable[[], object] | None = None,
+    on_resume: Callable[[bool], object] | None = None,
 ) -> Any:
     """Open a session and serve it on this thread until the task succeeds, or
     abort/reap/preemption (see :func:`session_steps`)."""
@@ -259,12 +270,12 @@ def debug_session(
 
 def session_steps(
     call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None,
-    on_resume: Callable[[], object] | None = None,
+    on_resume: Callable[[bool], object] | None = None,
 ) -> Steps:
     """Open a session and serve it until the task succeeds, or abort/reap/preemption;
-    ``on_open(session)`` once it is open, ``on_resume()`` each time the engineer's edits
-    have been patched in (a resume that patched nothing does not count), before the task
-    is called again."""
+    ``on_open(session)`` once it is open, ``on_resume(patched)`` at each resume once the
+    engineer's edits are patched in (``patched``: some code changed), before the process
+    group is re-formed and the task is called again."""
     refused = yield Blocking(_ready_for_session, (excinfo,))
     if refused is not None:
         return (yield from without_session(call, excinfo, refused))
@@ -344,15 +355,16 @@ def on_sigterm(session: Session) -> Callable[[], None]:
 
 def _serve(
     call: Call, session: Session, excinfo: ExcInfo | None,
-    on_resume: Callable[[], object] | None,
+    on_resume: Callable[[bool], object] | None,
 ) -> Steps:
     """Wait for commands; the resumed task's value once it succeeds."""
     while True:
         planned = resumed_with(call, session, (yield Wait(session)), excinfo)
         try:
             args, kwargs = resume_inputs(call, session, planned)
-            if on_resume is not None and planned is not None and planned.plan.patched:
-                on_resume()  # a resume that patched nothing is no fix to hand on
+            if on_resume is not None:  # before the group re-forms: ranks waiting elsewhere
+                on_resume(planned is not None and bool(planned.plan.patched))  # join it then
+            collective.reform_group()  # with the other ranks, which resume too
             value = yield TaskCall(call.fn, args, kwargs)
         except NEVER_DEBUGGED:
             raise
@@ -415,7 +427,6 @@ def resume_inputs(
         session.patched(planned)
         summary = planned.plan.summary()
     args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
-    collective.reform_group()  # with the other ranks, which resume too
     print(
         f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): {summary}",
         flush=True,
