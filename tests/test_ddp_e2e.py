@@ -8,18 +8,13 @@ with the weights the fixed script gives without podcode.
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import torchrun_job
-from tests.torchrun_job import Torchrun, post
+from tests.torchrun_job import Torchrun, checksums, finish, fix, post, with_bug
 
 pytest.importorskip("torch.distributed")
 
@@ -31,49 +26,18 @@ ONE_RANK = ("for _ in range(size)]", "for _ in range(size - 1)]")
 """Rank 1's shard ends at index 255, one past the data: IndexError at its last step."""
 ALL_RANKS = ("loss {total:.4f}", "loss {total.item():.4f}")
 """``.item()`` on a float: AttributeError on every rank after its first epoch."""
-CHECKSUM = re.compile(r"checksum (\S+)")
-
-
-def with_bug(workspace: Path, bug: tuple[str, str]) -> Path:
-    workspace.mkdir(parents=True, exist_ok=True)
-    script = Path(shutil.copy(EXAMPLE, workspace / EXAMPLE.name))
-    text = script.read_text()
-    assert bug[0] in text
-    script.write_text(text.replace(*bug))
-    return script
-
-
-def fix(script: Path, bug: tuple[str, str]) -> None:
-    """Edit the file back as the user would (a newer mtime than the session's start)."""
-    script.write_text(script.read_text().replace(bug[1], bug[0]))
-    stamp = time.time_ns() + 10_000_000
-    os.utime(script, ns=(stamp, stamp))
-
-
-def checksums(output: str) -> list[str]:
-    return CHECKSUM.findall(output)
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The fixed script's result with podcode off."""
-    workspace = tmp_path_factory.mktemp("reference")
-    shutil.copy(EXAMPLE, workspace)
-    log = workspace / "torchrun.log"
-    with open(log, "w") as out:
-        proc = torchrun_job.start(workspace, {"PODCODE_ENABLE": "0"}, out, SCRIPT)
-    try:
-        assert proc.wait(120) == 0, log.read_text()
-    finally:
-        torchrun_job.stop_tree(proc)
-    [found] = checksums(log.read_text())
-    return found
+    return torchrun_job.reference(tmp_path_factory.mktemp("reference"), EXAMPLE, SCRIPT)
 
 
 @pytest.fixture
 def job(tmp_path: Path, podcode_home: Path, request: pytest.FixtureRequest) -> Iterator[Torchrun]:
     bug, at_top = request.param
-    with_bug(tmp_path / "workspace", bug)
+    with_bug(tmp_path / "workspace", bug, EXAMPLE)
     script = (*SCRIPT, "--init-at-top") if at_top else SCRIPT
     run = Torchrun(tmp_path / "workspace", podcode_home, script)
     yield run
@@ -86,16 +50,6 @@ def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
     fix(job.workspace / EXAMPLE.name, bug)
     assert post(ranks[0], "/api/resume")[0] == 202
     return finish(job)
-
-
-def finish(job: Torchrun) -> str:
-    """The job's output once torchrun exits, successfully."""
-    try:
-        code = job.proc.wait(90)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"the resumed job never ended:\n{job.output()}") from None
-    assert code == 0, f"torchrun exited with {code}:\n{job.output()}"
-    return job.output()
 
 
 @pytest.mark.parametrize(

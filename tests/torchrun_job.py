@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -20,6 +21,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "distributed" / "allreduce.py"
 BUG = 'raise ValueError(f"bad batch on rank {rank}")'
+CHECKSUM = re.compile(r"checksum (\S+)")
+"""What the training examples' rank 0 prints at the end: the final weights' checksum."""
 
 
 def copy_example(workspace: Path, fixed: bool = False) -> Path:
@@ -44,10 +47,13 @@ def start(
     script: tuple[str, ...] = ("allreduce.py",),
     nproc: int = 2,
     launcher: tuple[str, ...] = (),
+    command: tuple[str, ...] | None = None,
 ) -> subprocess.Popen[bytes]:
     """torchrun with ``nproc`` local ranks on loopback, running ``workspace/<script>``
-    (the script's name, then its arguments); ``launcher``: more of torchrun's own options."""
-    command = [
+    (the script's name, then its arguments); ``launcher``: more of torchrun's own options;
+    ``command``: another launcher instead of torchrun (``python`` for Lightning's own,
+    ``accelerate launch ...``), followed by the script."""
+    argv = [*command, *script] if command is not None else [
         sys.executable,
         "-m",
         "torch.distributed.run",
@@ -62,7 +68,7 @@ def start(
     ]
     environ = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env}
     return subprocess.Popen(
-        command,
+        argv,
         cwd=workspace,
         env=environ,
         stdout=out,
@@ -112,6 +118,7 @@ class Torchrun:
     def __init__(
         self, workspace: Path, home: Path, script: tuple[str, ...] = ("allreduce.py",),
         nproc: int = 2, launcher: tuple[str, ...] = (), env: dict[str, str] | None = None,
+        command: tuple[str, ...] | None = None,
     ) -> None:
         self.workspace, self.home, self.script = workspace, home, script
         self.log = workspace.parent / "torchrun.log"
@@ -125,7 +132,7 @@ class Torchrun:
             **(env or {}),
         }
         with open(self.log, "w") as out:
-            self.proc = start(workspace, env, out, script, nproc, launcher)
+            self.proc = start(workspace, env, out, script, nproc, launcher, command)
 
     def output(self) -> str:
         return self.log.read_text()
@@ -174,3 +181,51 @@ def get(record: dict[str, Any], path: str) -> Any:
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read())
+
+
+def with_bug(workspace: Path, bug: tuple[str, str], example: Path) -> Path:
+    """``example`` copied into ``workspace`` with ``bug`` (what, by what) put in."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    script = Path(shutil.copy(example, workspace / example.name))
+    text = script.read_text()
+    assert bug[0] in text
+    script.write_text(text.replace(*bug))
+    return script
+
+
+def fix(script: Path, bug: tuple[str, str]) -> None:
+    """Edit the file back as the user would (a newer mtime than the session's start)."""
+    script.write_text(script.read_text().replace(bug[1], bug[0]))
+    stamp = time.time_ns() + 10_000_000
+    os.utime(script, ns=(stamp, stamp))
+
+
+def checksums(output: str) -> list[str]:
+    return CHECKSUM.findall(output)
+
+
+def finish(job: Torchrun, timeout: float = 90) -> str:
+    """The job's output once its launcher exits, successfully."""
+    try:
+        code = job.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the resumed job never ended:\n{job.output()}") from None
+    assert code == 0, f"the job exited with {code}:\n{job.output()}"
+    return job.output()
+
+
+def reference(
+    workspace: Path, example: Path, script: tuple[str, ...], command: tuple[str, ...] | None = None,
+) -> str:
+    """The checksum that ``example`` (fixed) prints with podcode off, run as ``script`` by
+    torchrun or ``command``."""
+    shutil.copy(example, workspace)
+    log = workspace / "launcher.log"
+    with open(log, "w") as out:
+        proc = start(workspace, {"PODCODE_ENABLE": "0"}, out, script, command=command)
+    try:
+        assert proc.wait(180) == 0, log.read_text()
+    finally:
+        stop_tree(proc)
+    [found] = checksums(log.read_text())
+    return found

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interactive.base.errors import add_note
-from interactive.distributed import gloo_sockets
+from interactive.distributed import gloo_sockets, loops
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ def abort_group(error: BaseException | None = None) -> bool:
     _join_late(dist)
     if error is not None:
         _announce(error)
+        loops.warn_if_inside(error)
     aborted = _Aborted(
         str(dist.get_backend()), dist.get_rank(), dist.get_world_size(),
         store=_default_store(dist), formed_by_task=_group_at_call is False,
