@@ -120,7 +120,6 @@ CLASS = f"""\
 import json
 import os
 
-import numpy as np
 import ray
 from ray import tune
 from interactive import vscode
@@ -128,60 +127,62 @@ from interactive import vscode
 SETTINGS = {SETTINGS}
 
 
-class MyTrainableClass(tune.Trainable):
+def objective(x, a, b):
+    return a * (x ** 0.5) + b
+
+
+class Trainable(tune.Trainable):
     def setup(self, config):
-        self.timestep = 0
+        # config (dict): A dict of hyperparameters
+        self.x = 0
+        self.a = config["a"]
+        self.b = config["b"]
 
     @vscode(**SETTINGS)
-    def step(self):
-        self.timestep += 1
-        v = np.tanh(float(self.timestep) / self.config.get("width", 1))
-        v *= self.config["hieght"]
-        return {{"episode_reward_mean": v}}
+    def step(self):  # This is called iteratively.
+        score = objective(self.x, self.a, self.c)
+        self.x += 1
+        return {{"score": score}}
 
     def save_checkpoint(self, checkpoint_dir):
-        path = os.path.join(checkpoint_dir, "checkpoint")
-        with open(path, "w") as f:
-            f.write(json.dumps({{"timestep": self.timestep}}))
+        with open(os.path.join(checkpoint_dir, "checkpoint.json"), "w") as f:
+            json.dump({{"x": self.x}}, f)
 
     def load_checkpoint(self, checkpoint_dir):
-        path = os.path.join(checkpoint_dir, "checkpoint")
-        with open(path, "r") as f:
-            self.timestep = json.loads(f.read())["timestep"]
+        with open(os.path.join(checkpoint_dir, "checkpoint.json")) as f:
+            self.x = json.load(f)["x"]
 
 
 if __name__ == "__main__":
     ray.init(runtime_env={{"working_dir": "."}})
     tuner = tune.Tuner(
-        MyTrainableClass,
+        Trainable,
         run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
                                   stop={{"training_iteration": 10}},
                                   checkpoint_config=tune.CheckpointConfig(
                                       checkpoint_frequency=3, checkpoint_at_end=True)),
-        tune_config=tune.TuneConfig(metric="episode_reward_mean", mode="max"),
-        param_space={{"width": tune.grid_search([10, 20]),
-                      "height": tune.grid_search([1, 100])}},
+        tune_config=tune.TuneConfig(metric="score", mode="max"),
+        param_space={{"a": tune.grid_search([2, 3]), "b": tune.grid_search([0, 10])}},
     )
     results = tuner.fit()
     print("ERRORS", results.num_errors, flush=True)
-    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
-        print("TRIAL", result.config["width"], result.config["height"],
-              "REWARD", round(result.metrics["episode_reward_mean"], 9),
+    for result in sorted(results, key=lambda r: (r.config["a"], r.config["b"])):
+        print("TRIAL", result.config["a"], result.config["b"],
+              "SCORE", round(result.metrics["score"], 9),
               "ITERATION", result.metrics["training_iteration"],
-              "CHECKPOINT", bool(result.checkpoint), flush=True)
+              "CHECKPOINT", result.checkpoint is not None, flush=True)
 """
-"""The class API of Tune's docs (``MyTrainableClass`` of its hyperband example: ``setup``,
-``step``, ``save_checkpoint``, ``load_checkpoint``), ``@vscode`` on ``step``, with a
-misspelt config key that every trial hits at its first step, after ``step`` counted it."""
+"""The class API example of Tune's docs (``setup`` and ``step`` as published; the
+``save_checkpoint`` and ``load_checkpoint`` of its checkpointing section), ``@vscode`` on
+``step``, with a misspelt attribute that every trial hits at its first step."""
 
 
 def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_results(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     """``@vscode`` on ``step``: one session for the four trials' bug, the fix reaches the
-    three that wait, and each trial's rewards are the fixed program's (the step that
-    failed is run again on the trainable as it was when that step began)."""
-    fixed = CLASS.replace('config["hieght"]', 'config["height"]')
+    three that wait, and every trial's score and checkpoint are the fixed program's."""
+    fixed = CLASS.replace("self.a, self.c)", "self.a, self.b)")
     (tmp_path / "off").mkdir()
     reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
     expected = _trials(reference.finish())
@@ -191,8 +192,8 @@ def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_resu
     try:
         driver.session()
         _waiting(driver, 3, "the three other trials waiting on the one session")
-        _, resumed = driver.fix('config["hieght"]', 'config["height"]')
-        assert "MyTrainableClass.step" in resumed, resumed
+        _, resumed = driver.fix("self.a, self.c)", "self.a, self.b)")
+        assert "Trainable.step" in resumed, resumed
         output = driver.finish()
     finally:
         driver.stop()
