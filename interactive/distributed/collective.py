@@ -130,7 +130,8 @@ def abort_group(error: BaseException | None = None) -> bool:
         loops.warn_if_inside(error)
     aborted = _Aborted(
         str(dist.get_backend()), dist.get_rank(), dist.get_world_size(),
-        store=_default_store(dist), formed_by_task=_group_at_call is False,
+        store=_default_store(dist),
+        formed_by_task=_group_at_call is False and not _formed_once(),
     )
     cut = gloo_sockets.cut(dist) if "gloo" in aborted.backend.lower() else 0
     how = break_group(dist, aborted.backend)
@@ -221,6 +222,15 @@ def _keep_groups(dist: Any) -> None:
     registry = getattr(c10d, "_pg_map", None)
     if isinstance(registry, dict) and not isinstance(registry, _KeptGroups):
         c10d._pg_map = _KeptGroups(registry)
+
+
+def _formed_once() -> bool:
+    """Whether a library formed the group through process-wide state that never forms it
+    again: Accelerate's ``PartialState``, a singleton (``Accelerator()`` inside the task calls
+    ``init_process_group`` at the first call only). podcode re-forms such a group on resume."""
+    state = sys.modules.get("accelerate.state")
+    shared = getattr(getattr(state, "PartialState", None), "_shared_state", None)
+    return isinstance(shared, dict) and shared.get("backend") is not None
 
 
 def _default_store(dist: Any) -> Any:
