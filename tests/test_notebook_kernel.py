@@ -83,6 +83,7 @@ def test_names_a_cell_assigns_stay_for_the_next_cells(kernel: FrameKernel) -> No
     assert run(kernel, "doubled = total * 2")["outputs"] == []
     assert plain(run(kernel, "doubled")) == ["24"]
     assert plain(run(kernel, "_ + 1")) == ["25"]  # the last value shown
+    assert run(kernel, "doubled;")["outputs"] == []  # a trailing ';' shows nothing
 
 
 def test_the_frame_itself_is_not_changed(kernel: FrameKernel) -> None:

@@ -8,7 +8,8 @@ changed), then what the cells assigned; a function or comprehension in a cell se
 of them (separate globals and locals would hide the frame's locals from a comprehension
 before Python 3.12). A new failure (the resumed task failed again) starts a new namespace.
 
-A cell whose last statement is an expression shows its value (:mod:`.outputs`); ``print``
+A cell whose last statement is an expression shows its value (:mod:`.outputs`) unless the
+cell ends with ``;`` (as in Jupyter); ``print``
 output is captured for the cell's thread only (:mod:`.streams`); matplotlib figures left
 open by a cell are shown as PNG images and closed. An exception is shown as a traceback
 in the cell: the session keeps waiting.
@@ -194,7 +195,8 @@ class FrameKernel:
                 if body is not None:
                     exec(body, names)  # noqa: S102 - the engineer's own cell, in their process
                 if value is not None:
-                    shown = names["_"] = eval(value, names)  # noqa: S307 - as above
+                    shown = eval(value, names)  # noqa: S307 - as above
+                    shown = names["_"] = None if source.rstrip().endswith(";") else shown
             except BaseException as exc:
                 result.ok, failure = False, outputs.error(exc, frozenset({filename}))
             figures = _open_figures()

@@ -86,7 +86,8 @@ class Notebook:
         """Write the starter notebook unless it is there; where it is."""
         host, excinfo = self.host, self.failure()
         frame = failed_frame(excinfo, host.workspace) if excinfo is not None else None
-        where = f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else "?"
+        where = "?" if frame is None else f"{_shown(frame.f_code.co_filename, host.workspace)}" \
+            f":{frame.f_lineno}"
         notebook = starter.render(host.task.name, host.state.error, where,
                                   starter.frame_source(frame))
         path = starter.notebook_path(host.config_root, host.id)
@@ -95,6 +96,12 @@ class Notebook:
 
     def close(self) -> None:
         self.kernel.close()
+
+
+def _shown(filename: str, workspace: Path) -> str:
+    """``filename`` relative to the workspace when it is inside."""
+    path = Path(filename)
+    return str(path.relative_to(workspace)) if path.is_relative_to(workspace) else filename
 
 
 def _error(message: str, status: int) -> web.Response:

@@ -1,0 +1,109 @@
+"""The notebook in the failed frame, in the pod's own code-server, driven in Chromium as a
+person works: a task fails, the IDE opens stopped in the failed frame, the engineer opens
+"podcode: Open notebook on the failure" and runs cells in that frame: one prints a local,
+one draws a matplotlib figure (an image in the output), one shows a DataFrame (a table),
+one raises (a traceback; the session keeps waiting); then the fix is saved and a cell
+resumes the workflow, which ends with the fixed result. A screenshot of the figure goes
+to artifacts/notebook-figure.png (docs/images shows it)."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from tests.browser import ARTIFACTS, MARKS, MIDDLE_JOB, VIEWPORT, chromium_page, log_in, run_command
+from tests.session_fixture import Job
+
+playwright_api = pytest.importorskip("playwright.async_api")
+pytest.importorskip("matplotlib")
+pytest.importorskip("pandas")
+
+pytestmark = [pytest.mark.codeserver, pytest.mark.slow, *MARKS]
+
+HELPERS = "def scale(value):\n    return value * 2\n"
+FIXED = "def scale(value):\n    return value\n"
+CELLS: list[tuple[str, str | None]] = [
+    ('print("total is", total)', "text=total is 12"),
+    ("import matplotlib.pyplot as plt\n"
+     "plt.figure(figsize=(4, 2.5))\n"
+     "plt.bar([str(v) for v in values], [v * total for v in values])\n"
+     "plt.title(f'values x total ({total})');", "img"),
+    ('import pandas as pd\npd.DataFrame({"value": values, "scaled": [v * 2 for v in values]})',
+     "table >> text=scaled"),
+    ("values[10]", "text=IndexError"),
+]
+
+
+async def in_outputs(page: Any, selector: str, timeout: float = 120) -> Any:
+    """The first element matching ``selector`` in the notebook's outputs (they render in
+    nested webview frames)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if frame == page.main_frame:
+                continue  # the workbench itself: its own images and tables are not outputs
+            try:
+                found = frame.locator(selector)
+                if await found.count() > 0:
+                    return found.first
+            except playwright_api.Error:
+                continue  # a frame that went away as we looked
+        await page.wait_for_timeout(200)
+    raise AssertionError(f"no {selector!r} in the notebook's outputs")
+
+
+async def run_cells(page: Any, cells: list[tuple[str, str | None]]) -> None:
+    """Type each cell into the focused cell, run it and insert the next one (Alt+Enter),
+    and wait for what it shows."""
+    for code, shows in cells:
+        await page.keyboard.press("Control+A")
+        await page.keyboard.insert_text(code)
+        await page.keyboard.press("Alt+Enter")
+        if shows is not None:
+            await in_outputs(page, shows)
+
+
+async def test_cells_run_in_the_failed_frame_and_resume_the_task(
+    job: Job, code_server_binary: Any, tmp_path: Any
+) -> None:
+    job.write("helpers.py", HELPERS)
+    job.write("job.py", MIDDLE_JOB)
+    record = job.start().wait_state("waiting", timeout=120)
+    ARTIFACTS.mkdir(exist_ok=True)
+    async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
+                             timeout_ms=120_000) as page:
+        try:
+            await log_in(page, record)
+            # The post-mortem attaches by itself: the notebook works beside the stopped debugger.
+            await page.locator(".debug-variables .monaco-list-row",
+                               has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
+            await page.keyboard.press("Control+J")  # the panel closed: room for the notebook
+            await run_command(page, "podcode: Open notebook on the failure")
+            await page.locator(".notebook-editor").first.wait_for()
+            # The companion's kernel is selected, named after the session's task.
+            await page.get_by_text("podcode: job.py:middle (failed frame)").first.wait_for()
+            await page.keyboard.press("Control+B")  # the side bar closed too
+            # A new code cell (the toolbar's "+ Code"), its editor focused.
+            await page.locator(".notebook-toolbar-container").get_by_text(
+                "Code", exact=True).first.click()
+            await page.locator(".code-cell-row .cell-editor-container").first.click()
+            await run_cells(page, CELLS[:2])
+            await (await in_outputs(page, "img")).wait_for(state="visible")
+            await page.wait_for_timeout(500)  # the output's height settles
+            await page.screenshot(path=str(ARTIFACTS / "notebook-figure.png"))
+            await run_cells(page, CELLS[2:])
+            status, body = job.api("GET", "/api/status")
+            assert status == 200 and body["state"] == "waiting", body  # the cell raised, not it
+
+            job.write("helpers.py", FIXED)
+            await run_cells(page, [("from interactive.session.notebook import here\n"
+                                    "here.resume()", None)])
+            assert job.wait_exit(timeout=60) == 0
+        except BaseException:
+            await page.screenshot(path=str(ARTIFACTS / "notebook-failure.png"))
+            (ARTIFACTS / "notebook-failure.html").write_text(await page.content())
+            raise
+    assert "RESULT 6" in job.output()  # (1 + 2 + 3) with the fixed helper
