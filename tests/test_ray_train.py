@@ -27,6 +27,7 @@ from tests.ray_train_job import (
     result,
     same_training,
 )
+from tests.waiting import wait_until
 
 pytest.importorskip("ray.train.torch")
 pytestmark = pytest.mark.slow
@@ -84,4 +85,25 @@ def test_a_bug_both_ranks_hit_opens_one_session_and_a_fix_pushed_from_the_checko
         job.stop()
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert "EADDRINUSE" not in output
+    assert same_training(result(output), fixed), (result(output), fixed)
+
+
+def test_a_resume_without_the_fix_fails_again_and_the_fixed_resume_ends_the_job(
+    cluster: Cluster, tmp_path: Path, fixed: dict[str, Any]
+) -> None:
+    """The group runs again whole at every resume, fixed or not: rank 0 re-runs too, is
+    stopped again, and the fixed resume re-forms the group once more (no hang)."""
+    job = TrainJob(cluster, tmp_path, ONE_RANK)
+    try:
+        (session,) = job.in_sessions(1, 1)
+        job.podcode("resume")  # nothing changed
+        (again,) = wait_until(lambda: job.waiting(attempt=session["attempt"] + 1),
+                              "the session open again", 90, 0.2)
+        assert again["error"].startswith("IndexError"), again
+        fix(Path(again["workspace"]) / EXAMPLE.name, ONE_RANK)
+        job.podcode("resume")
+        output = job.finish()
+    finally:
+        job.stop()
+    assert "re-forming the process group (gloo, generation 2)" in output
     assert same_training(result(output), fixed), (result(output), fixed)

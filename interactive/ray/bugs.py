@@ -116,6 +116,8 @@ class Bug:
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: set[str] = field(default_factory=set)
     """Who waits for the open session's outcome."""
+    rounds: int = 0
+    """How many outcomes its session posted (a rank's session posts one at every resume)."""
 
 
 class Board:
@@ -151,10 +153,10 @@ class Board:
     def heartbeat(self, key: str, who: str) -> int:
         """The owner of ``key`` is alive; how many tasks wait for its session."""
         bug = self.bugs.get(key)
-        if bug is None or bug.state != OPEN or bug.owner != who:
+        if bug is None or bug.owner != who:
             return 0
-        bug.beat = self.clock()
-        return len(bug.waiting)
+        bug.beat = self.clock()  # a rank's session beats on after a round (see latest)
+        return len(bug.waiting) if bug.state == OPEN else 0
 
     def waiters(self, key: str) -> int:
         """How many tasks wait for the open session of ``key`` (0 once it is settled)."""
@@ -179,12 +181,24 @@ class Board:
                     f"(ray_max_sessions_per_node={on_node})")
         return None
 
-    def settle(self, key: str, state: str, detail: Any) -> None:
+    def settle(self, key: str, state: str, detail: Any, who: str = "") -> None:
+        """The outcome of the open session of ``key``; ``who``, its owner, posts again
+        (a rank's session posts at every resume: the group runs again whole)."""
         bug = self.bugs.get(key)
-        if bug is None or bug.state != OPEN:
+        if bug is None or not (bug.state == OPEN or who and who == bug.owner):
             return
         bug.state, bug.detail = state, detail
+        bug.rounds += 1
         bug.settled.set()
+
+    def latest(self, key: str) -> tuple[int, str, Any, bool]:
+        """``(rounds, state, detail, gone)`` of ``key``: how many outcomes its session
+        posted, the last one, and whether its owner stopped beating."""
+        bug = self.bugs.get(key)
+        if bug is None:
+            return 0, WAIT, None, False
+        gone = self.clock() - bug.beat > OWNER_TIMEOUT_SECONDS
+        return bug.rounds, bug.state, bug.detail, gone
 
     async def outcome(self, key: str, timeout: float, who: str = "",
                       limits: tuple[int, int] = (0, 0), node: str = "") -> tuple[str, Any]:
@@ -289,6 +303,8 @@ def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
         idle = call.settings.idle  # the open session is cleaned up by then at the latest
         verdict, detail = yield Blocking(_wait, (shared, key, call, idle.max_idle_seconds
                                                  + idle.grace_seconds))
+    if verdict == FIXED and call.ranks is not None:  # a round this rank did not run yet
+        verdict, detail = yield Blocking(_new_round, (shared, key, call))
     if verdict == OPEN:
         return (yield from _own_session(call, excinfo, open_session, shared, key))
     if verdict == FIXED:
@@ -335,16 +351,46 @@ def _own_session(
     def resumed(patched: bool) -> None:
         # A resume that patched nothing is no fix to hand on, but ranks run again together.
         if patched or call.ranks is not None:
-            shared.settle.remote(key, FIXED, edits(base))  # the waiters take it now
+            shared.settle.remote(key, FIXED, edits(base), _poster(call))  # the waiters take it
 
     watch.start()
     try:
         return (yield from open_session(excinfo, on_open=watch.attach, on_resume=resumed))
     except BaseException as exc:
-        shared.settle.remote(key, FAILED, f"{type(exc).__name__}: {exc}")
+        shared.settle.remote(key, FAILED, f"{type(exc).__name__}: {exc}", _poster(call))
         raise
     finally:
         watch.stop()
+
+
+def _poster(call: Again) -> str:
+    """Who posts the session's outcomes: a rank's session posts one at every resume."""
+    return who() if call.ranks is not None else ""
+
+
+_taken: dict[str, int] = {}
+"""Bug -> the round of its session's outcomes this process last ran (ranks only)."""
+ROUND_POLL_SECONDS = 0.5
+
+
+def _new_round(shared: Any, key: str, call: Again) -> tuple[str, Any]:
+    """A rank's next outcome of the bug's session: the one posted since the round this
+    process ran; ``(OPEN, None)`` once it takes the bug over (the session ended with no
+    new outcome), or a new owner's ``(WAIT, owner)``."""
+    import ray
+
+    idle = call.settings.idle
+    deadline = time.monotonic() + idle.max_idle_seconds + idle.grace_seconds
+    while call.alive() and time.monotonic() < deadline:
+        rounds, state, detail, gone = ray.get(shared.latest.remote(key))
+        if rounds > _taken.get(key, 0):
+            _taken[key] = rounds
+            return state, detail
+        if gone:
+            verdict: tuple[str, Any] = _ask(shared.claim_async, key, who(), True, *_where(call))
+            return verdict
+        time.sleep(ROUND_POLL_SECONDS)
+    return WAIT, None
 
 
 class _Beats:
@@ -420,8 +466,8 @@ def _with_fix(
         raise
     except BaseException as exc:
         again: ExcInfo = (type(exc), exc, from_the_task(exc.__traceback__))
-    if bug_key(call.ref.name, again) != key:
-        return (yield from handle(call, again, open_session))
+    if bug_key(call.ref.name, again) != key or call.ranks is not None:  # ranks: the next
+        return (yield from handle(call, again, open_session))  # round of the same session
     try:
         verdict, detail = yield Blocking(_ask, (shared.claim_async, key, who(), True,
                                                 *_where(call)))
