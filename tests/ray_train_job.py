@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,12 @@ class TrainJob:
     """The example's driver on ``cluster``, podcode on or off, its output in a file."""
 
     def __init__(self, cluster: Cluster, folder: Path, bug: tuple[str, str] | None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True, prepare: Callable[[Path], object] | None = None) -> None:
+        """``prepare(script)``: a last edit of the copy before it runs."""
         self.folder, self.home = folder, folder / "home"
         self.script = project(folder / "project", bug)
+        if prepare is not None:
+            prepare(self.script)
         self.log = folder / "driver.log"
         settings = {"PODCODE_ENABLE": "1" if enabled else "0", "PODCODE_HOME": str(self.home),
                     **(SETTINGS if enabled else {})}
