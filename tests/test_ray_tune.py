@@ -200,3 +200,84 @@ def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_resu
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
     assert _trials(output) == expected, output[-3000:]
+
+
+ASHA = f"""\
+import os
+import time
+
+import ray
+from ray import tune
+from ray.tune.schedulers import AsyncHyperBandScheduler
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+
+
+def evaluation_fn(step, width, height):
+    time.sleep(0.1)
+    return (0.1 + width * step / 100) ** (-1) + height * 0.1
+
+
+@vscode(**SETTINGS)
+def easy_objective(config):
+    # Hyperparameters
+    width, height = config["width"], config["hieght"]
+
+    for step in range(config["steps"]):
+        # Iterative training function - can be any arbitrary training procedure
+        intermediate_score = evaluation_fn(step, width, height)
+        # Feed the score back back to Tune.
+        tune.report({{"iterations": step, "mean_loss": intermediate_score}})
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    # AsyncHyperBand enables aggressive early stopping of bad trials.
+    scheduler = AsyncHyperBandScheduler(grace_period=1, max_t=8)
+    tuner = tune.Tuner(
+        easy_objective,
+        run_config=tune.RunConfig(name="asha_test", storage_path=os.path.abspath("../results"),
+                                  stop={{"training_iteration": 9999}}),
+        tune_config=tune.TuneConfig(metric="mean_loss", mode="min", scheduler=scheduler,
+                                    max_concurrent_trials=1),
+        param_space={{"steps": 100, "width": tune.grid_search([10, 40]),
+                      "height": tune.grid_search([50, 0])}},
+    )
+    results = tuner.fit()
+    print("ERRORS", results.num_errors, flush=True)
+    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
+        print("TRIAL", result.config["width"], result.config["height"],
+              "LOSS", round(result.metrics["mean_loss"], 9),
+              "ITERATION", result.metrics["training_iteration"], flush=True)
+"""
+"""Tune's async_hyperband_example (its random search over 20 samples replaced by a 2x2 grid
+run one trial at a time, so that ASHA's decisions do not depend on which trial reports
+first; ``grace_period=1, max_t=8``), with a misspelt config key that every trial hits."""
+
+
+def test_asha_stops_the_same_trials_after_one_fix_as_in_the_fixed_program(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """One session for the first trial's failure; the later trials, in workers of their
+    own, take the fix from the board; ASHA stops the same trials at the same rungs as in
+    the fixed program, and every trial ends with the same loss."""
+    fixed = ASHA.replace('config["hieght"]', 'config["height"]')
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
+    expected = _trials(reference.finish())
+    assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
+    stopped = [line for line in expected if not line.endswith("ITERATION 8")]
+    assert stopped, f"ASHA stopped no trial early: {expected}"
+    (tmp_path / "on").mkdir()
+    driver = Driver(cluster, tmp_path / "on", {"driver.py": ASHA}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _, resumed = driver.fix('config["hieght"]', 'config["height"]')
+        assert "easy_objective" in resumed, resumed
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
+    assert _trials(output) == expected, output[-3000:]
