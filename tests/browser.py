@@ -80,15 +80,16 @@ async def run_command(page: Any, title: str, pick: str | None = None) -> None:
 
 @contextlib.asynccontextmanager
 async def chromium_page(
-    profile: Path, *, viewport: ViewportSize, timeout_ms: float
+    profile: Path, *, viewport: ViewportSize, timeout_ms: float, executable: Path = CHROMIUM
 ) -> AsyncIterator[Any]:
     """The first page of a headless chromium with its own ``profile`` folder; every wait on
-    it times out after ``timeout_ms``. Closed (with the browser) at the end of the block."""
+    it times out after ``timeout_ms``. Closed (with the browser) at the end of the block.
+    ``executable``: chromium, or a script that starts it (in another network namespace)."""
     from playwright.async_api import async_playwright  # the tests skip without it
 
     async with async_playwright() as playwright:
         context = await playwright.chromium.launch_persistent_context(
-            str(profile), executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS,
+            str(profile), executable_path=str(executable), headless=True, args=CHROMIUM_ARGS,
             viewport=viewport,
         )
         try:

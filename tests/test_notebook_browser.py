@@ -3,18 +3,33 @@ person works: a task fails, the IDE opens stopped in the failed frame, the engin
 "podcode: Open notebook on the failure" and runs cells in that frame: one prints a local,
 one draws a matplotlib figure (an image in the output), one shows a DataFrame (a table),
 one raises (a traceback; the session keeps waiting); then the fix is saved and a cell
-resumes the workflow, which ends with the fixed result. A screenshot of the figure goes
-to artifacts/notebook-figure.png (docs/images shows it)."""
+resumes the workflow, which ends with the fixed result. Once as it is, once with the network
+cut: the task, its code-server and Chromium in a network namespace with loopback only
+(nothing is downloaded). A screenshot of the figure goes to artifacts/notebook-figure.png
+(docs/images shows it)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser import ARTIFACTS, MARKS, MIDDLE_JOB, VIEWPORT, chromium_page, log_in, run_command
+from tests.browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    MARKS,
+    MIDDLE_JOB,
+    VIEWPORT,
+    chromium_page,
+    log_in,
+    run_command,
+)
 from tests.session_fixture import Job
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -35,6 +50,28 @@ CELLS: list[tuple[str, str | None]] = [
      "table >> text=scaled"),
     ("values[10]", "text=IndexError"),
 ]
+
+
+LOOPBACK_ONLY = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+"""A wrapper that runs the job in a network namespace of its own with loopback only."""
+
+
+def _offline_wrapper() -> list[str]:
+    """:data:`LOOPBACK_ONLY`, or a skip where a network namespace cannot be made here."""
+    if os.geteuid() != 0 or not all(map(shutil.which, ("unshare", "nsenter", "ip"))):
+        pytest.skip("needs root, unshare, nsenter and ip to cut the network")
+    probe = subprocess.run([*LOOPBACK_ONLY, "true"], capture_output=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a network namespace here: {probe.stderr.decode()[-200:]}")
+    return LOOPBACK_ONLY
+
+
+def _chromium_in_namespace_of(pid: int, folder: Path) -> Path:
+    """A script that starts chromium in the network namespace of process ``pid``."""
+    script = folder / "chromium-offline"
+    script.write_text(f'#!/bin/sh\nexec nsenter --net=/proc/{pid}/ns/net {CHROMIUM} "$@"\n')
+    script.chmod(0o700)
+    return script
 
 
 async def in_outputs(page: Any, selector: str, timeout: float = 120) -> Any:
@@ -66,15 +103,23 @@ async def run_cells(page: Any, cells: list[tuple[str, str | None]]) -> None:
             await in_outputs(page, shows)
 
 
+@pytest.mark.parametrize("network", ["as it is", "loopback only"])
 async def test_cells_run_in_the_failed_frame_and_resume_the_task(
-    job: Job, code_server_binary: Any, tmp_path: Any
+    job: Job, code_server_binary: Any, tmp_path: Path, network: str
 ) -> None:
+    offline = network == "loopback only"
+    wrapper = _offline_wrapper() if offline else None
     job.write("helpers.py", HELPERS)
     job.write("job.py", MIDDLE_JOB)
-    record = job.start().wait_state("waiting", timeout=120)
+    record = job.start(wrapper=wrapper).wait_state("waiting", timeout=120)
+    assert job.proc is not None
+    if offline:  # nothing outside is reachable from where the session serves
+        assert _unreachable_from(job.proc.pid)
+    chromium = _chromium_in_namespace_of(job.proc.pid, tmp_path) if offline else CHROMIUM
     ARTIFACTS.mkdir(exist_ok=True)
+    shot = "notebook-figure-offline.png" if offline else "notebook-figure.png"
     async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
-                             timeout_ms=120_000) as page:
+                             timeout_ms=120_000, executable=chromium) as page:
         try:
             await log_in(page, record)
             # The post-mortem attaches by itself: the notebook works beside the stopped debugger.
@@ -93,10 +138,10 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             await run_cells(page, CELLS[:2])
             await (await in_outputs(page, "img")).wait_for(state="visible")
             await page.wait_for_timeout(500)  # the output's height settles
-            await page.screenshot(path=str(ARTIFACTS / "notebook-figure.png"))
+            await page.screenshot(path=str(ARTIFACTS / shot))
             await run_cells(page, CELLS[2:])
-            status, body = job.api("GET", "/api/status")
-            assert status == 200 and body["state"] == "waiting", body  # the cell raised, not it
+            after = job.session()  # the record: the API may be in another network namespace
+            assert after is not None and after["state"] == "waiting", after  # the cell raised
 
             job.write("helpers.py", FIXED)
             await run_cells(page, [("from interactive.session.notebook import here\n"
@@ -107,3 +152,12 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             (ARTIFACTS / "notebook-failure.html").write_text(await page.content())
             raise
     assert "RESULT 6" in job.output()  # (1 + 2 + 3) with the fixed helper
+
+
+def _unreachable_from(pid: int) -> bool:
+    """Whether a public address is unreachable from the network namespace of ``pid``
+    (where loopback is up)."""
+    namespace = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "route", "get"]
+    loopback = subprocess.run([*namespace, "127.0.0.1"], capture_output=True, timeout=30)
+    public = subprocess.run([*namespace, "1.1.1.1"], capture_output=True, timeout=30)
+    return loopback.returncode == 0 and public.returncode != 0
