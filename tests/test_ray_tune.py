@@ -281,3 +281,90 @@ def test_asha_stops_the_same_trials_after_one_fix_as_in_the_fixed_program(
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
     assert _trials(output) == expected, output[-3000:]
+
+
+STOP_ALL = f"""\
+import glob
+import json
+import os
+import time
+
+import ray
+from ray import tune
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+HOME = os.environ.get("PODCODE_HOME", "")
+
+
+def evaluation_fn(step, width, height):
+    time.sleep(0.1)
+    return (0.1 + width * step / 100) ** (-1) + height * 0.1 + 1 / (width - 20)
+
+
+def waiting():
+    records = (json.load(open(path)) for path in glob.glob(HOME + "/sessions/*/session.json"))
+    return [record for record in records if record.get("state") == "waiting"]
+
+
+class FirstToTen(tune.Stopper):
+    \"\"\"Ends the experiment once a trial reached ten iterations (and the session of the
+    width 20 trials' bug waits).\"\"\"
+
+    def __init__(self):
+        self.done = False
+
+    def __call__(self, trial_id, result):
+        self.done = self.done or result["training_iteration"] >= 10
+        return False
+
+    def stop_all(self):
+        return self.done and bool(waiting())
+
+
+@vscode(**SETTINGS)
+def train_func(config):
+    width, height = config["width"], config["height"]
+    for step in range(100):
+        intermediate_score = evaluation_fn(step, width, height)
+        tune.report({{"iterations": step, "mean_loss": intermediate_score}})
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    tuner = tune.Tuner(
+        train_func,
+        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
+                                  stop=FirstToTen()),
+        tune_config=tune.TuneConfig(metric="mean_loss", mode="min"),
+        param_space={{"width": tune.grid_search([10, 20]),
+                      "height": tune.grid_search([0, -50])}},
+    )
+    results = tuner.fit()
+    print("ERRORS", results.num_errors, flush=True)
+    print("DONE", flush=True)
+"""
+"""An experiment that a stopper ends (``stop_all``) while the trials of width 20, which
+divide by ``width - 20``, wait: one in its session, one on the board."""
+
+
+def test_an_experiment_that_tune_ends_while_trials_wait_ends_with_no_error_and_no_session(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Tune decides on reports, and a trial that waits makes none: only the experiment's
+    end (here a stopper's ``stop_all``) stops it. Its worker is killed; ``Tuner.fit()``
+    returns with no error for the trials that waited, and no session is left open."""
+    import psutil
+
+    driver = Driver(cluster, tmp_path, {"driver.py": STOP_ALL}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _waiting(driver, 1, "the other width 20 trial waiting on the session")
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert "ERRORS 0" in output and "DONE" in output, output[-3000:]
+    assert output.count("opening a debug session") == 1, output[-3000:]
+    left = [record["pid"] for record in driver.records("waiting")
+            if psutil.pid_exists(record["pid"])]
+    assert not left, f"sessions left open in {left}"
