@@ -105,3 +105,34 @@ def test_a_resume_without_the_fix_fails_again_and_the_next_one_ends_the_job(
     assert post(again[0], "/api/resume")[0] == 202
     output = finish(job)
     assert checksums(output) == [reference], output
+
+
+@pytest.fixture
+def four_ranks(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
+    with_bug(tmp_path / "workspace", ONE_RANK, EXAMPLE)
+    run = Torchrun(tmp_path / "workspace", podcode_home, SCRIPT, nproc=4)
+    yield run
+    run.stop()
+
+
+@pytest.fixture(scope="module")
+def reference_4(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The fixed script's result with podcode off, on 4 ranks."""
+    return torchrun_job.reference(tmp_path_factory.mktemp("reference-4"), EXAMPLE, SCRIPT,
+                                  nproc=4)
+
+
+def test_four_ranks_one_fails_and_all_resume_to_the_fixed_result(
+    reference_4: str, four_ranks: Torchrun
+) -> None:
+    """With 4 ranks the last index is rank 3's: ranks 0 to 2 are stopped in DDP's all-reduce
+    and wait on its bug; one resume ends the job with the 4-rank podcode-off weights."""
+    failed = four_ranks.wait_waiting(3)
+    assert failed["error"].startswith("IndexError: list index out of range")
+    victims = [four_ranks.wait_waiting(rank) for rank in (0, 1, 2)]
+    for victim in victims:
+        assert "stopped because rank 3 failed (IndexError" in victim["error"], victim["error"]
+    fix(four_ranks.workspace / EXAMPLE.name, ONE_RANK)
+    assert post(victims[0], "/api/resume")[0] == 202
+    output = finish(four_ranks, timeout=150)
+    assert checksums(output) == [reference_4], output

@@ -216,14 +216,14 @@ def finish(job: Torchrun, timeout: float = 90) -> str:
 
 def reference(
     workspace: Path, example: Path, script: tuple[str, ...], command: tuple[str, ...] | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, nproc: int = 2,
 ) -> str:
     """The checksum that ``example`` (fixed) prints with podcode off, run as ``script`` by
-    torchrun or ``command``, with ``env`` added to the environment."""
+    torchrun (``nproc`` ranks) or ``command``, with ``env`` added to the environment."""
     shutil.copy(example, workspace)
     log = workspace / "launcher.log"
     with open(log, "w") as out:
-        proc = start(workspace, {**(env or {}), "PODCODE_ENABLE": "0"}, out, script,
+        proc = start(workspace, {**(env or {}), "PODCODE_ENABLE": "0"}, out, script, nproc,
                      command=command)
     try:
         assert proc.wait(180) == 0, log.read_text()
