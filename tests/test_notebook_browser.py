@@ -1,6 +1,7 @@
 """The notebook in the failed frame, in the pod's own code-server, driven in Chromium as a
 person works: a task fails, the IDE opens stopped in the failed frame, the engineer opens
-"podcode: Open notebook on the failure" and runs cells in that frame: one prints a local,
+the notebook from the status bar (podcode: Open notebook on the failure) and runs cells in
+that frame: one prints a local,
 one draws a matplotlib figure (an image in the output), one shows a DataFrame (a table),
 one raises (a traceback; the session keeps waiting); then the fix is saved and a cell
 resumes the workflow, which ends with the fixed result. Once as it is, once with the network
@@ -28,7 +29,6 @@ from tests.browser import (
     VIEWPORT,
     chromium_page,
     log_in,
-    run_command,
 )
 from tests.session_fixture import Job
 
@@ -126,7 +126,7 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             await page.locator(".debug-variables .monaco-list-row",
                                has_text=re.compile(r"^total\s*=\s*12$")).wait_for()
             await page.keyboard.press("Control+J")  # the panel closed: room for the notebook
-            await run_command(page, "podcode: Open notebook on the failure")
+            await page.locator(".statusbar-item", has_text="notebook").click()  # one click
             await page.locator(".notebook-editor").first.wait_for()
             # The companion's kernel is selected, named after the session's task.
             await page.get_by_text("podcode: job.py:middle (failed frame)").first.wait_for()

@@ -32,7 +32,7 @@ let answered = false; // the control API answered once: its absence now means th
 let lastState = null;
 let seen = { url: null, version: null }; // the status version last shown, per session
 const attached = new Set(); // sessions whose post-mortem this window started by itself
-let openNotebook = async () => {}; // the notebook on the failed frame (lib/notebook.js)
+let notebookItem = null; // opens the notebook on the failed frame (lib/notebook.js)
 
 function log(message) {
   output.appendLine(`[${new Date().toISOString()}] ${message}`);
@@ -68,6 +68,7 @@ function show(text, tooltip, warning = false) {
 }
 
 function showEnded() {
+  notebook.showWhile(notebookItem, 'ended');
   show(ENDED_TEXT, 'The podcode session is over: the workflow went on (or was stopped), and this IDE closes with it.');
   lastState = 'ended';
 }
@@ -93,6 +94,7 @@ async function refresh() {
     }
     answered = true;
     lastState = answer.body.state;
+    notebook.showWhile(notebookItem, lastState);
     seen = { url: session.controlUrl, version: answer.body.version };
     for (const note of answer.body.notes || []) {
       if (!reported.has(note)) {
@@ -191,7 +193,6 @@ async function menu() {
   const picked = await vscode.window.showQuickPick(
     [
       { label: '$(debug-continue) Resume workflow', run: resume },
-      { label: '$(notebook) Open notebook on the failure', run: openNotebook },
       { label: '$(clock) Keep alive', run: keepAlive },
     ],
     { placeHolder: 'podcode session' },
@@ -276,7 +277,7 @@ function activate(context) {
     vscode.commands.registerCommand('podcode.menu', menu),
   );
   registerDebugger(context, resume);
-  openNotebook = notebook.register(vscode, context, { currentSession, log }).open;
+  notebookItem = notebook.register(vscode, context, { currentSession, log }).item;
   context.subscriptions.push(language.startLater(vscode, log));
   poll();
 }

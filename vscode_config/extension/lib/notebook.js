@@ -127,9 +127,26 @@ function register(vscode, context, { currentSession, log }) {
     }
   }
 
-  context.subscriptions.push(controller,
+  const item = vscode.window.createStatusBarItem('podcode.notebook', vscode.StatusBarAlignment.Left, 99);
+  item.name = 'podcode notebook';
+  item.text = '$(notebook) notebook';
+  item.tooltip = 'podcode: Open notebook on the failure (its cells run in the failed frame)';
+  item.command = 'podcode.openNotebook';
+  context.subscriptions.push(controller, item,
     vscode.commands.registerCommand('podcode.openNotebook', open));
-  return { open, controller };
+  return { open, controller, item };
 }
 
-module.exports = { register, cellOutputs, CONTROLLER_ID };
+// The status bar's notebook item is there while the task waits in the session.
+function showWhile(item, state) {
+  if (!item) {
+    return;
+  }
+  if (['waiting', 'warned'].includes(state)) {
+    item.show();
+  } else {
+    item.hide();
+  }
+}
+
+module.exports = { register, cellOutputs, showWhile, CONTROLLER_ID };
