@@ -291,3 +291,22 @@ def test_an_unedited_file_that_matches_what_runs_patches_nothing(module: ModuleT
     text = path.read_text()
     patch = plan([(path, text, text)])
     assert patch.patched == [] and patch.summary().startswith("nothing patched")
+
+
+def test_a_fix_shipped_by_value_gets_the_module_globals_it_now_reads(module: ModuleType) -> None:
+    """cloudpickle ships only the globals a function reads: a fix that reads another one
+    (a module constant, an import) gets it bound in the copy's globals, from the file's
+    unchanged statement, so the fixed task does not fail with a NameError."""
+    path = Path(module.__file__ or "")
+    path.write_text(path.read_text() + "\n\nOFFSET = 100\n\n\ndef task(v):\n    return v[0]\n")
+    importlib.reload(module)
+    copy = shipped_by_value(module, "task")
+    assert "OFFSET" not in copy.__globals__ and "functools" not in copy.__globals__
+    before = path.read_text()
+    after = before.replace("return v[0]\n", "return functools.reduce(max, [v, OFFSET])\n")
+    path.write_text(after)
+    patch = plan([(path, before, after)], [copy])
+    patch.apply()
+    assert copy(3) == 100
+    assert patch.patched == ["pt_mod.task"] and patch.not_executed == []
+    assert "CALLS" not in copy.__globals__, "what the fix does not read is not bound"

@@ -27,7 +27,9 @@ loaded from a file path (``pyflyte run wf.py``). So podcode patches instead:
 
 A file's definitions are found in every module loaded from it and, for a task shipped
 by value (cloudpickle: Ray, a task of ``__main__`` sent to another process), in the
-globals that the unpickling made for it, which no module holds. An edited file that
+globals that the unpickling made for it, which no module holds. Those globals hold only
+what the shipped functions read: an import or a constant of the file that the fix now
+reads and the copy lacks is run there too. An edited file that
 nothing in this process was loaded from is named in the report: nothing is patched.
 
 Planning (:func:`plan`) reads and compiles; nothing changes in the program until
@@ -39,6 +41,7 @@ resume and only when such a definition changed.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import gc
 import inspect
@@ -532,10 +535,15 @@ class FilePatcher:
     # -- top-level statements ------------------------------------------------------------
     def _top_level(self) -> None:
         old = {_dump(s) for s in self.old_tree.body if not isinstance(s, (*Function, ast.ClassDef))}
+        missing = self._missing_globals()
         for index, stmt in enumerate(self.new_tree.body):
             if isinstance(stmt, (*Function, ast.ClassDef)) or _is_docstring(index, stmt):
                 continue
-            if _dump(stmt) in old or _has_definitions(stmt):
+            if _has_definitions(stmt):
+                continue
+            if _dump(stmt) in old:
+                if _bound_names(stmt) & missing:  # the copy lacks what the fix now uses
+                    self.result.changes.append(self._run_statement(stmt, f"line {stmt.lineno}"))
                 continue
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 self.result.changes.append(self._run_statement(stmt, f"import at {stmt.lineno}"))
@@ -547,6 +555,18 @@ class FilePatcher:
                 continue
             text = ast.unparse(stmt).split("\n")[0]
             self.result.not_executed.append(f"{self.display}:{stmt.lineno}: {text[:60]}")
+
+    def _missing_globals(self) -> set[str]:
+        """Names the new text's functions read that a copy shipped by value lacks:
+        cloudpickle ships only the globals a function used, and the fix may use another
+        (a module constant, an import). Empty for a module, which has them all."""
+        if not self.namespace.shipped:
+            return set()
+        functions = [n for n in ast.walk(self.new_tree) if isinstance(n, Function)]
+        read = {node.id for function in functions for node in ast.walk(function)
+                if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        return {name for name in read
+                if name not in self.globals and not hasattr(builtins, name)}
 
     def _run_statement(self, stmt: ast.stmt, label: str) -> Change:
         """A statement that only binds names (an import, a constant): safe to run again."""
@@ -585,6 +605,16 @@ def is_constant_assignment(stmt: ast.stmt) -> bool:
     dynamic = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr, ast.Lambda)
     comprehension = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
     return not any(isinstance(node, dynamic + comprehension) for node in ast.walk(value))
+
+
+def _bound_names(stmt: ast.stmt) -> set[str]:
+    """The names an import or a constant assignment binds (none for other statements)."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {alias.asname or alias.name.split(".")[0] for alias in stmt.names}
+    if is_constant_assignment(stmt):
+        return {node.id for node in ast.walk(stmt) if isinstance(node, ast.Name)
+                and isinstance(node.ctx, ast.Store)}
+    return set()
 
 
 def _has_definitions(stmt: ast.stmt) -> bool:
