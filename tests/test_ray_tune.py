@@ -368,3 +368,50 @@ def test_an_experiment_that_tune_ends_while_trials_wait_ends_with_no_error_and_n
     left = [record["pid"] for record in driver.records("waiting")
             if psutil.pid_exists(record["pid"])]
     assert not left, f"sessions left open in {left}"
+
+
+DATA = f"""\
+import ray
+from interactive import vscode
+
+SETTINGS = {SETTINGS}
+OFFSET = 100
+
+
+@vscode(**SETTINGS)
+def shift(batch):
+    batch["shifted"] = batch["id"] + batch["offset"]
+    return batch
+
+
+if __name__ == "__main__":
+    ray.init(runtime_env={{"working_dir": "."}})
+    ds = ray.data.range(16, override_num_blocks=4).map_batches(shift, batch_size=4)
+    print("RESULT", sorted(int(row["shifted"]) for row in ds.take_all()), flush=True)
+"""
+"""A Ray Data pipeline whose ``map_batches`` callable reads a column that is not there:
+every block's task hits the bug."""
+
+
+def test_ray_data_map_batches_tasks_share_one_session_and_end_with_the_fixed_result(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The map tasks of ``map_batches`` go through the board as any Ray task: one session,
+    the other tasks wait (or, started later, take the fix), and the dataset is the fixed
+    program's."""
+    fixed = DATA.replace('batch["offset"]', "OFFSET")
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
+    expected = [line for line in reference.finish().splitlines() if line.startswith("RESULT")]
+    assert expected == [f"RESULT {list(range(100, 116))}"], expected
+    (tmp_path / "on").mkdir()
+    driver = Driver(cluster, tmp_path / "on", {"driver.py": DATA}, RAY_DEDUP_LOGS="0")
+    try:
+        driver.session()
+        _, resumed = driver.fix('batch["offset"]', "OFFSET")
+        assert "shift" in resumed, resumed
+        output = driver.finish()
+    finally:
+        driver.stop()
+    assert output.count("opening a debug session") == 1, output[-3000:]
+    assert [line for line in output.splitlines() if line.startswith("RESULT")] == expected
