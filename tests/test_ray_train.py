@@ -107,3 +107,22 @@ def test_a_resume_without_the_fix_fails_again_and_the_fixed_resume_ends_the_job(
         job.stop()
     assert "re-forming the process group (gloo, generation 2)" in output
     assert same_training(result(output), fixed), (result(output), fixed)
+
+
+def test_an_aborted_session_ends_every_worker_and_fit_raises_the_bug(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Abort: the session's worker raises its exception, the worker waiting on the board
+    raises its own with a note, and ``fit()`` raises in the driver (nothing waits on)."""
+    job = TrainJob(cluster, tmp_path, ALL_RANKS)
+    try:
+        job.in_sessions(1, 1)
+        job.podcode("abort")
+        job.process.wait(120)
+    finally:
+        job.stop()
+    output = job.output()
+    assert job.process.returncode != 0, output[-4000:]
+    assert "the session for this bug ended without a fix" in output, output[-4000:]
+    assert "AttributeError: 'float' object has no attribute 'item'" in output.split(
+        "Traceback")[-1], output[-4000:]
