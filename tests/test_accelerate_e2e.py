@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests import torchrun_job
-from tests.torchrun_job import Torchrun, checksums, finish, fix, post, with_bug
+from tests.torchrun_job import (
+    Torchrun,
+    checksums,
+    job_with_bug,
+    resume_and_finish,
+)
 
 pytest.importorskip("accelerate", reason="accelerate is not installed (the test extra)")
 
@@ -52,19 +57,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture
 def job(tmp_path: Path, podcode_home: Path, request: pytest.FixtureRequest) -> Iterator[Torchrun]:
     bug, *options = request.param
-    with_bug(tmp_path / "workspace", bug, EXAMPLE)
-    run = Torchrun(tmp_path / "workspace", podcode_home, (*SCRIPT, *options), env=ENV,
-                   command=launcher())
-    yield run
-    run.stop()
-
-
-def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
-    """Both ranks wait; fix, resume rank 0 (it tells rank 1); the job's output at its end."""
-    ranks = [job.wait_waiting(0), job.wait_waiting(1)]
-    fix(job.workspace / EXAMPLE.name, bug)
-    assert post(ranks[0], "/api/resume")[0] == 202
-    return finish(job)
+    with job_with_bug(tmp_path / "workspace", podcode_home, EXAMPLE, bug, (*SCRIPT, *options),
+                      env=ENV, command=launcher()) as run:
+        yield run
 
 
 @pytest.mark.parametrize(

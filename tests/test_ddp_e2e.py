@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests import torchrun_job
-from tests.torchrun_job import Torchrun, checksums, finish, fix, post, with_bug
+from tests.torchrun_job import (
+    Torchrun,
+    checksums,
+    finish,
+    fix,
+    job_with_bug,
+    post,
+    resume_and_finish,
+)
 
 pytest.importorskip("torch.distributed")
 
@@ -37,19 +45,9 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture
 def job(tmp_path: Path, podcode_home: Path, request: pytest.FixtureRequest) -> Iterator[Torchrun]:
     bug, at_top = request.param
-    with_bug(tmp_path / "workspace", bug, EXAMPLE)
     script = (*SCRIPT, "--init-at-top") if at_top else SCRIPT
-    run = Torchrun(tmp_path / "workspace", podcode_home, script)
-    yield run
-    run.stop()
-
-
-def resume_and_finish(job: Torchrun, bug: tuple[str, str]) -> str:
-    """Both ranks wait; fix, resume one (it tells the other); the job's output at its end."""
-    ranks = [job.wait_waiting(0), job.wait_waiting(1)]
-    fix(job.workspace / EXAMPLE.name, bug)
-    assert post(ranks[0], "/api/resume")[0] == 202
-    return finish(job)
+    with job_with_bug(tmp_path / "workspace", podcode_home, EXAMPLE, bug, script) as run:
+        yield run
 
 
 @pytest.mark.parametrize(
@@ -109,10 +107,9 @@ def test_a_resume_without_the_fix_fails_again_and_the_next_one_ends_the_job(
 
 @pytest.fixture
 def four_ranks(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
-    with_bug(tmp_path / "workspace", ONE_RANK, EXAMPLE)
-    run = Torchrun(tmp_path / "workspace", podcode_home, SCRIPT, nproc=4)
-    yield run
-    run.stop()
+    with job_with_bug(tmp_path / "workspace", podcode_home, EXAMPLE, ONE_RANK, SCRIPT,
+                      nproc=4) as run:
+        yield run
 
 
 @pytest.fixture(scope="module")

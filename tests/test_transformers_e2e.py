@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests import torchrun_job
-from tests.torchrun_job import Torchrun, checksums, finish, fix, post, with_bug
+from tests.torchrun_job import (
+    Torchrun,
+    checksums,
+    finish,
+    fix,
+    job_with_bug,
+    post,
+)
 
 pytest.importorskip("transformers", reason="transformers is not installed (the test extra)")
 
@@ -36,10 +43,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture
 def job(tmp_path: Path, podcode_home: Path) -> Iterator[Torchrun]:
-    with_bug(tmp_path / "workspace", ONE_RANK, EXAMPLE)
-    run = Torchrun(tmp_path / "workspace", podcode_home, SCRIPT)
-    yield run
-    run.stop()
+    with job_with_bug(tmp_path / "workspace", podcode_home, EXAMPLE, ONE_RANK, SCRIPT) as run:
+        yield run
 
 
 def test_one_rank_fails_and_both_resume_to_the_fixed_result(job: Torchrun, reference: str) -> None:

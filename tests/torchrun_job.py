@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -231,3 +232,27 @@ def reference(
         stop_tree(proc)
     [found] = checksums(log.read_text())
     return found
+
+
+@contextlib.contextmanager
+def job_with_bug(
+    workspace: Path, home: Path, example: Path, bug: tuple[str, str], script: tuple[str, ...],
+    **options: Any,
+) -> Iterator[Torchrun]:
+    """``example`` with ``bug`` put in, run as ``script`` with podcode on (``options``: the
+    :class:`Torchrun`'s); its processes stopped at the end."""
+    with_bug(workspace, bug, example)
+    run = Torchrun(workspace, home, script, **options)
+    try:
+        yield run
+    finally:
+        run.stop()
+
+
+def resume_and_finish(job: Torchrun, bug: tuple[str, str], timeout: float = 90) -> str:
+    """Both ranks wait; fix the script, resume rank 0 (it tells rank 1); the job's output at
+    its end."""
+    ranks = [job.wait_waiting(0), job.wait_waiting(1)]
+    fix(job.workspace / job.script[0], bug)
+    assert post(ranks[0], "/api/resume")[0] == 202
+    return finish(job, timeout)
