@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.ray_cluster import Cluster, ray_cluster
-from tests.test_ray import SETTINGS, Driver, _trials, _waiting
+from tests.test_ray import SETTINGS, TUNE_STOPPED, Driver, _trials, _waiting
 
 pytest.importorskip("ray.tune")
 pytestmark = pytest.mark.slow
@@ -415,3 +415,67 @@ def test_ray_data_map_batches_tasks_share_one_session_and_end_with_the_fixed_res
         driver.stop()
     assert output.count("opening a debug session") == 1, output[-3000:]
     assert [line for line in output.splitlines() if line.startswith("RESULT")] == expected
+
+
+
+RESTORED = TUNE_STOPPED.replace('config["hieght"]', 'config["height"]').replace(
+    "    return (0.1 + width * step / 100) ** (-1) + height * 0.1\n",
+    "    return (0.1 + width * step / 100) ** (-1) + height * 0.1 + 1 / (step - 5)\n",
+).replace("""    tuner = tune.Tuner(
+        train_func,
+        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
+""", """    storage = os.environ["EXPERIMENTS"]
+    if tune.Tuner.can_restore(os.path.join(storage, "exp")):
+        print("RESTORING", flush=True)
+        tuner = tune.Tuner.restore(os.path.join(storage, "exp"), trainable=train_func)
+    else:
+        tuner = tune.Tuner(
+        train_func,
+        run_config=tune.RunConfig(name="exp", storage_path=storage,
+""")
+"""Tune's custom_func_checkpointing example whose evaluation divides by ``step - 5``: every
+trial fails at step 5, its checkpoint of step 4 saved. Run again, it restores the
+experiment (``Tuner.restore``) when there is one to restore."""
+FIXED_TERM = " + 1 / (step - 5)"
+
+
+def test_an_interrupted_experiment_restored_with_its_bug_opens_one_session_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Ctrl-C while one trial's session and three waiting trials hold the experiment: Tune
+    saves it and ends. ``Tuner.restore`` runs each trial again from its last checkpoint
+    (step 4): the bug opens one session again, the fix reaches the three others, and the
+    results are the fixed program's."""
+    import signal
+
+    assert FIXED_TERM in RESTORED and "Tuner.restore" in RESTORED
+    (tmp_path / "off").mkdir()
+    reference = Driver(cluster, tmp_path / "off", {"driver.py": RESTORED.replace(FIXED_TERM, "")},
+                       PODCODE_ENABLE="0", EXPERIMENTS=str(tmp_path / "off" / "results"))
+    expected = _trials(reference.finish())
+    assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
+    experiments = str(tmp_path / "results")
+    (tmp_path / "on").mkdir()
+    first = Driver(cluster, tmp_path / "on", {"driver.py": RESTORED}, RAY_DEDUP_LOGS="0",
+                   EXPERIMENTS=experiments)
+    try:
+        first.session()
+        _waiting(first, 3, "the three other trials waiting on the one session")
+        first.process.send_signal(signal.SIGINT)  # Ctrl-C
+        first.process.wait(120)
+    finally:
+        first.stop()
+    assert "Experiment has been interrupted" in first.output(), first.output()[-3000:]
+    (tmp_path / "again").mkdir()
+    again = Driver(cluster, tmp_path / "again", {"driver.py": RESTORED}, RAY_DEDUP_LOGS="0",
+                   EXPERIMENTS=experiments)
+    try:
+        again.session()
+        _waiting(again, 3, "the three other restored trials waiting on the one session")
+        _, resumed = again.fix(FIXED_TERM, "")
+        assert "evaluation_fn" in resumed, resumed
+        output = again.finish()
+    finally:
+        again.stop()
+    assert "RESTORING" in output and output.count("opening a debug session") == 1, output[-3000:]
+    assert _trials(output) == expected, output[-3000:]
