@@ -157,3 +157,17 @@ def test_the_decorator_prepares_nccl_when_podcode_is_on(monkeypatch: pytest.Monk
     monkeypatch.setenv("PODCODE_ENABLE", "1")
     vscode(lambda: None)
     assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "2"
+
+
+@pytest.mark.parametrize(("backend", "formed_once"), [("gloo", True), (None, False)])
+def test_a_group_formed_by_accelerates_state_is_re_formed_by_podcode(
+    monkeypatch: pytest.MonkeyPatch, backend: str | None, formed_once: bool
+) -> None:
+    """Accelerate's PartialState forms the group at its first use only (a singleton): its
+    group is podcode's to re-form even when the task made it; a state that formed none is not."""
+    PartialState = pytest.importorskip("accelerate.state").PartialState
+    state = dict(PartialState._shared_state)
+    monkeypatch.setattr(PartialState, "_shared_state", {**state, "backend": backend})
+    assert collective._formed_once() is formed_once
+    monkeypatch.delitem(sys.modules, "accelerate.state")
+    assert collective._formed_once() is False
