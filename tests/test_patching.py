@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -275,7 +276,7 @@ def test_a_task_shipped_by_value_runs_the_saved_text_of_a_stale_copy(module: Mod
     path = Path(module.__file__ or "")
     path.write_text(path.read_text() + "\n\ndef task(v):\n    return scale(v) / 0\n")
     importlib.reload(module)
-    copy = shipped_by_value(module, "task")
+    copy: Any = shipped_by_value(module, "task")
     fixed = path.read_text().replace("return scale(v) / 0", "return scale(v) / 2")
     path.write_text(fixed)  # the copy, fixed by the earlier job's session
     patch = plan([(path, fixed, fixed)], [copy])  # saved again, as it reads
@@ -300,7 +301,7 @@ def test_a_fix_shipped_by_value_gets_the_module_globals_it_now_reads(module: Mod
     path = Path(module.__file__ or "")
     path.write_text(path.read_text() + "\n\nOFFSET = 100\n\n\ndef task(v):\n    return v[0]\n")
     importlib.reload(module)
-    copy = shipped_by_value(module, "task")
+    copy: Any = shipped_by_value(module, "task")
     assert "OFFSET" not in copy.__globals__ and "functools" not in copy.__globals__
     before = path.read_text()
     after = before.replace("return v[0]\n", "return functools.reduce(max, [v, OFFSET])\n")

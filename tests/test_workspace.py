@@ -107,7 +107,7 @@ def test_a_file_written_while_the_snapshot_reads_it_keeps_the_text_its_stamp_has
 
     script = tmp_path / "a.py"
     script.write_text("x = 1\n")
-    reads = []
+    reads: list[str | None] = []
     read = workspace._read_text
 
     def read_once_then_edit(path: Path) -> str | None:
