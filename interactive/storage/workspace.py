@@ -100,12 +100,14 @@ def _stamp(stat: os.stat_result) -> Stamp:
     return stat.st_mtime_ns, stat.st_size
 
 
-def _digest(path: Path) -> str | None:
-    """The hash of the file's bytes (None: it cannot be read)."""
+def _digest(path: Path, text: str | None = None) -> str | None:
+    """The hash of the file's bytes (None: it cannot be read); ``text``: its bytes as read
+    already (UTF-8 text encodes back to the same bytes), so the hash is of that read."""
     try:
-        return hashlib.blake2b(path.read_bytes()).hexdigest()  # at most MAX_HASHED_BYTES
+        data = path.read_bytes() if text is None else text.encode()  # <= MAX_HASHED_BYTES
     except OSError:
         return None
+    return hashlib.blake2b(data).hexdigest()
 
 
 def _read_text(path: Path) -> str | None:
@@ -157,7 +159,7 @@ class Snapshot:
                 snapshot.texts[rel] = text
                 budget -= stamp[1]
             if stamp[0] >= racy_after and stamp[1] <= MAX_HASHED_BYTES:
-                digest = _digest(snapshot.root / rel)
+                digest = _digest(snapshot.root / rel, text)
                 if digest is not None:
                     snapshot.digests[rel] = digest
         return snapshot
