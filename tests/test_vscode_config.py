@@ -256,6 +256,25 @@ def test_a_file_edited_during_the_session_is_kept(tmp_path: Path) -> None:
     assert not (tmp_path / ".vscode" / "podcode-session.json").exists()
 
 
+def test_a_rank_of_another_process_restoring_the_same_files_first_is_no_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranks of one pod share the workspace, each in its own process: the one that restores
+    a file second finds it gone between its look and its read."""
+    from interactive.session import vscode_files
+
+    write(tmp_path, tmp_path / "home")
+    digest = vscode_files._digest
+
+    def other_rank_first(path: Path) -> str:
+        path.unlink()  # the other rank restored it a moment before
+        return digest(path)
+
+    monkeypatch.setattr(vscode_files, "_digest", other_rank_first)
+    vscode_files.restore_workspace(tmp_path)
+    assert not (tmp_path / ".vscode").exists()
+
+
 def test_two_sessions_of_one_process_share_the_workspace_until_the_last_closes(
     tmp_path: Path,
 ) -> None:

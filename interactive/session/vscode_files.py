@@ -356,20 +356,28 @@ def restore_workspace(workspace: Path, session: str = "") -> None:
         return
     (folder / SESSION_FILE).unlink(missing_ok=True)  # the companion's token: useless now
     for name, entry in _written(folder).items():
-        path = folder / name
-        if not path.exists():
-            continue
-        if _digest(path) != entry.get("sha256"):
-            log.info("%s was edited during the session: kept as it is", path)
-            continue
-        original = folder / ORIGINALS / name
-        if entry.get("existed") and original.exists():
-            os.replace(original, path)
-        elif not entry.get("existed"):
-            path.unlink()
+        # Another rank of the pod, in a process of its own, may restore the same file at
+        # the same moment: a file gone under us was restored by it.
+        with contextlib.suppress(FileNotFoundError):
+            _restore_file(folder, name, entry)
     shutil.rmtree(folder / "podcode", ignore_errors=True)
     with contextlib.suppress(OSError):
         folder.rmdir()  # only when nothing of the user's is left in it
+
+
+def _restore_file(folder: Path, name: str, entry: dict[str, Any]) -> None:
+    """One file podcode wrote: the user's original back, or removed; kept if edited."""
+    path = folder / name
+    if not path.exists():
+        return
+    if _digest(path) != entry.get("sha256"):
+        log.info("%s was edited during the session: kept as it is", path)
+        return
+    original = folder / ORIGINALS / name
+    if entry.get("existed") and original.exists():
+        os.replace(original, path)
+    elif not entry.get("existed"):
+        path.unlink()
 
 
 def _ignore_ours(ignore: Path) -> None:
