@@ -208,3 +208,14 @@ def test_a_tensor_shows_its_shape_dtype_and_device(kernel: FrameKernel) -> None:
     head, _, body = text.partition("\n")
     assert head == "Tensor shape=(12, 3) dtype=torch.float32 device=cpu"
     assert body.startswith("tensor([[0., 0., 0.]")
+
+
+def test_every_cell_is_answered_however_late_its_interrupt_lands(kernel: FrameKernel) -> None:
+    """Interrupts sent as short cells end: each cell still answers and the kernel goes on."""
+    started = [kernel.execute("sum(range(2000))") for _ in range(200)]
+    while not all(cell.done() for cell in started):
+        kernel.interrupt(wait=0)
+    for cell in started:
+        result = cell.result(WAIT).as_dict()
+        assert result["ok"] or result["outputs"][-1]["ename"] == "KeyboardInterrupt"
+    assert plain(run(kernel, "total")) == ["12"]

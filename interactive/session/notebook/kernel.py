@@ -103,6 +103,8 @@ class CellResult:
 class _Cell:
     source: str
     done: concurrent.futures.Future[CellResult]
+    result: CellResult
+    interrupted: bool = False
 
 
 class FrameKernel:
@@ -126,8 +128,8 @@ class FrameKernel:
     # -- the session's side ---------------------------------------------------------
     def execute(self, source: str) -> concurrent.futures.Future[CellResult]:
         """Queue ``source``; the future holds its outputs once it ran."""
-        cell = _Cell(source, concurrent.futures.Future())
         with self._lock:
+            cell = _Cell(source, concurrent.futures.Future(), CellResult(count=next(self._counter)))
             if self._thread is None:
                 self._thread = start_thread(self._work, f"{self._name}-cells")
         self._cells.put(cell)
@@ -141,7 +143,9 @@ class FrameKernel:
             cell, thread = self._running, self._thread
             if cell is None or thread is None or thread.ident is None:
                 return "idle"
-            raise_in(thread.ident, KeyboardInterrupt)
+            if not cell.interrupted:  # one per cell: the worker's guard expects at most one
+                cell.interrupted = True
+                raise_in(thread.ident, KeyboardInterrupt)
         concurrent.futures.wait([cell.done], wait)
         return "interrupted" if cell.done.done() else "native"
 
@@ -156,30 +160,43 @@ class FrameKernel:
 
     # -- the worker thread ----------------------------------------------------------
     def _work(self) -> None:
+        """Run the queued cells until :meth:`close`. An interrupt can land anywhere here,
+        also just after its cell ended: every cell still gets its answer, and the thread
+        goes on."""
         from interactive.session.notebook import here
 
         here.attach(self)
         while True:
+            cell = None
             try:
                 cell = self._cells.get()
                 if cell is None:
                     return
                 self._run(cell)
-            except BaseException:  # an interrupt that came late: never the end of the thread
-                log.debug("notebook: an interrupt arrived between cells", exc_info=True)
+            except BaseException:
+                log.debug("notebook: an interrupt arrived outside a cell", exc_info=True)
+            finally:
+                if cell is not None:
+                    self._settle(cell)
 
     def _run(self, cell: _Cell) -> None:
         if not cell.done.set_running_or_notify_cancel():
             return
-        result = CellResult(count=next(self._counter))
         with self._lock:
             self._running = cell
-        try:
-            self._execute(cell.source, result)
-        finally:
-            with self._lock:
-                self._running = None
-            cell.done.set_result(result)
+        self._execute(cell.source, cell.result)
+
+    def _settle(self, cell: _Cell) -> None:
+        """The cell is over: no interrupt is sent for it from now on; its answer given."""
+        while True:
+            try:
+                with self._lock:
+                    self._running = None
+                if not cell.done.done():
+                    cell.done.set_result(cell.result)
+                return
+            except BaseException:  # the cell's one interrupt, landing late: once more
+                log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
 
     def _execute(self, source: str, result: CellResult) -> None:
         """Run one cell, its outputs into ``result``."""
