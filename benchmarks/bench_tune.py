@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.harness import figure  # noqa: E402
 from interactive.cli.api import ControlClient  # noqa: E402
 from tests.ray_cluster import Cluster, ray_cluster  # noqa: E402
-from tests.test_ray import ORPHANED, TUNE_STOPPED  # noqa: E402
+from tests.ray_driver import TUNE_STOPPED  # noqa: E402
+from tests.test_ray import ORPHANED  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
 RUNS = 3

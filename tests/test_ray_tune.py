@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.ray_cluster import Cluster, ray_cluster
-from tests.test_ray import SETTINGS, TUNE_STOPPED, Driver, _trials, _waiting
+from tests.ray_driver import SETTINGS, TUNE_STOPPED, Driver, trials, waiting
 
 pytest.importorskip("ray.tune")
 pytestmark = pytest.mark.slow
@@ -23,68 +23,51 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-RETRIED = f"""\
-import json
-import os
-import tempfile
-import time
-
-import ray
-from ray import tune
-from interactive import vscode
-
-SETTINGS = {SETTINGS}
+def without_podcode(cluster: Cluster, folder: Path, text: str, **env: str) -> str:
+    """The output of the program ``text`` run with podcode off."""
+    folder.mkdir()
+    return Driver(cluster, folder, {"driver.py": text}, PODCODE_ENABLE="0", **env).finish()
 
 
-def evaluation_fn(step, width, height):
-    time.sleep(0.01)
-    return (0.1 + width * step / 100) ** (-1) + height * 0.1
+def assert_one_session_one_fix(output: str, expected: list[str], taken: int) -> None:
+    """One session opened, ``taken`` other tasks ran the fix it posted, and the trials'
+    results are ``expected`` (the fixed program's)."""
+    assert output.count("opening a debug session") == 1, "one bug, one session"
+    assert output.count("fixed in its session; this task runs again") == taken, output[-3000:]
+    assert trials(output) == expected, output[-3000:]
 
 
-@vscode(**SETTINGS)
-def train_func(config):
-    step = 0
-    width, height = config["width"], config["height"]
-
-    checkpoint = tune.get_checkpoint()
-    if checkpoint:
-        with checkpoint.as_directory() as checkpoint_dir:
-            with open(os.path.join(checkpoint_dir, "checkpoint.json")) as f:
-                state = json.load(f)
-                step = state["step"] + 1
-
-    for step in range(step, 100):
-        if step == 5 and (width == 20 or not checkpoint):
-            raise RuntimeError(f"the node went away at step {{step}}")
-        intermediate_score = evaluation_fn(step, width, height)
-        with tempfile.TemporaryDirectory() as temp_checkpoint_dir:
-            with open(os.path.join(temp_checkpoint_dir, "checkpoint.json"), "w") as f:
-                json.dump({{"step": step}}, f)
-            tune.report(
-                {{"iterations": step, "mean_loss": intermediate_score}},
-                checkpoint=tune.Checkpoint.from_directory(temp_checkpoint_dir),
-            )
+def fixed_in_session(cluster: Cluster, folder: Path, text: str, edit: tuple[str, str],
+                     waiters: int = 0, **env: str) -> tuple[str, str]:
+    """The program ``text`` run with podcode: once its one session is open and ``waiters``
+    other tasks wait on it, the session's copy is edited (``edit``: old, new) and the
+    session resumed. What ``podcode resume`` said, and the program's output."""
+    folder.mkdir()
+    driver = Driver(cluster, folder, {"driver.py": text}, RAY_DEDUP_LOGS="0", **env)
+    try:
+        driver.session()
+        if waiters:
+            waiting(driver, waiters, f"{waiters} other task(s) waiting on the one session")
+        _, resumed = driver.fix(*edit)
+        return resumed, driver.finish()
+    finally:
+        driver.stop()
 
 
-if __name__ == "__main__":
-    ray.init(runtime_env={{"working_dir": "."}})
-    tuner = tune.Tuner(
-        train_func,
-        run_config=tune.RunConfig(name="exp", storage_path=os.path.abspath("../results"),
-                                  stop={{"training_iteration": 10}},
-                                  failure_config=tune.FailureConfig(max_failures=1)),
-        tune_config=tune.TuneConfig(metric="mean_loss", mode="min"),
-        param_space={{"width": tune.grid_search([10, 20]),
-                      "height": tune.grid_search([0, -50])}},
-    )
-    results = tuner.fit()
-    print("ERRORS", results.num_errors, flush=True)
-    for result in sorted(results, key=lambda r: (r.config["width"], r.config["height"])):
-        print("TRIAL", result.config["width"], result.config["height"],
-              "LOSS", round(result.metrics["mean_loss"], 9),
-              "ITERATION", result.metrics["training_iteration"],
-              "ERROR", type(result.error).__name__ if result.error else None, flush=True)
-"""
+RETRIED = TUNE_STOPPED.replace('config["hieght"]', 'config["height"]').replace(
+    "    for step in range(step, 100):\n",
+    "    for step in range(step, 100):\n"
+    "        if step == 5 and (width == 20 or not checkpoint):\n"
+    '            raise RuntimeError(f"the node went away at step {step}")\n',
+).replace(
+    '                                  stop={"training_iteration": 10}),\n',
+    '                                  stop={"training_iteration": 10},\n'
+    "                                  failure_config=tune.FailureConfig(max_failures=1)),\n",
+).replace(
+    '              "ITERATION", result.metrics["training_iteration"], flush=True)\n',
+    '              "ITERATION", result.metrics["training_iteration"],\n'
+    '              "ERROR", type(result.error).__name__ if result.error else None, flush=True)\n',
+)
 """Tune's custom_func_checkpointing example with ``FailureConfig(max_failures=1)``: every
 trial fails at step 5 on its first try (the node it ran on went away), and the trials of
 width 20 on their retry too. Tune retries each failed trial from its last checkpoint:
@@ -98,22 +81,20 @@ def test_an_aborted_trial_fails_as_without_podcode_and_failure_config_retries_it
     engineer aborts: each trial fails with its own error, and Tune retries it from its last
     checkpoint. The width 20 trials hit the bug again on their retry: after an abort it
     opens no session (each fails at once), so the retries are spent as without podcode."""
-    (tmp_path / "off").mkdir()
-    reference = Driver(cluster, tmp_path / "off", {"driver.py": RETRIED}, PODCODE_ENABLE="0")
-    expected = _trials(reference.finish())
+    expected = trials(without_podcode(cluster, tmp_path / "off", RETRIED))
     assert expected[0] == "ERRORS 2" and len(expected) == 5, expected
     (tmp_path / "on").mkdir()
     driver = Driver(cluster, tmp_path / "on", {"driver.py": RETRIED}, RAY_DEDUP_LOGS="0")
     try:
         driver.session()
-        _waiting(driver, 3, "the three other trials waiting on the one session")
+        waiting(driver, 3, "the three other trials waiting on the one session")
         driver.podcode("abort")
         output = driver.finish()
     finally:
         driver.stop()
     assert output.count("opening a debug session") == 1, "an aborted bug opens no other"
     assert output.count("ended without a fix") >= 5, output[-3000:]  # 3 waiting, 2 retried
-    assert _trials(output) == expected, output[-3000:]
+    assert trials(output) == expected, output[-3000:]
 
 
 CLASS = f"""\
@@ -183,23 +164,12 @@ def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_resu
     """``@vscode`` on ``step``: one session for the four trials' bug, the fix reaches the
     three that wait, and every trial's score and checkpoint are the fixed program's."""
     fixed = CLASS.replace("self.a, self.c)", "self.a, self.b)")
-    (tmp_path / "off").mkdir()
-    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
-    expected = _trials(reference.finish())
+    expected = trials(without_podcode(cluster, tmp_path / "off", fixed))
     assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
-    (tmp_path / "on").mkdir()
-    driver = Driver(cluster, tmp_path / "on", {"driver.py": CLASS}, RAY_DEDUP_LOGS="0")
-    try:
-        driver.session()
-        _waiting(driver, 3, "the three other trials waiting on the one session")
-        _, resumed = driver.fix("self.a, self.c)", "self.a, self.b)")
-        assert "Trainable.step" in resumed, resumed
-        output = driver.finish()
-    finally:
-        driver.stop()
-    assert output.count("opening a debug session") == 1, "one bug, one session"
-    assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
-    assert _trials(output) == expected, output[-3000:]
+    resumed, output = fixed_in_session(cluster, tmp_path / "on", CLASS,
+                                       ("self.a, self.c)", "self.a, self.b)"), waiters=3)
+    assert "Trainable.step" in resumed, resumed
+    assert_one_session_one_fix(output, expected, taken=3)
 
 
 ASHA = f"""\
@@ -263,24 +233,14 @@ def test_asha_stops_the_same_trials_after_one_fix_as_in_the_fixed_program(
     own, take the fix from the board; ASHA stops the same trials at the same rungs as in
     the fixed program, and every trial ends with the same loss."""
     fixed = ASHA.replace('config["hieght"]', 'config["height"]')
-    (tmp_path / "off").mkdir()
-    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
-    expected = _trials(reference.finish())
+    expected = trials(without_podcode(cluster, tmp_path / "off", fixed))
     assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
     stopped = [line for line in expected if not line.endswith("ITERATION 8")]
     assert stopped, f"ASHA stopped no trial early: {expected}"
-    (tmp_path / "on").mkdir()
-    driver = Driver(cluster, tmp_path / "on", {"driver.py": ASHA}, RAY_DEDUP_LOGS="0")
-    try:
-        driver.session()
-        _, resumed = driver.fix('config["hieght"]', 'config["height"]')
-        assert "easy_objective" in resumed, resumed
-        output = driver.finish()
-    finally:
-        driver.stop()
-    assert output.count("opening a debug session") == 1, "one bug, one session"
-    assert output.count("fixed in its session; this task runs again") == 3, output[-3000:]
-    assert _trials(output) == expected, output[-3000:]
+    resumed, output = fixed_in_session(cluster, tmp_path / "on", ASHA,
+                                       ('config["hieght"]', 'config["height"]'))
+    assert "easy_objective" in resumed, resumed
+    assert_one_session_one_fix(output, expected, taken=3)
 
 
 STOP_ALL = f"""\
@@ -359,7 +319,7 @@ def test_an_experiment_that_tune_ends_while_trials_wait_ends_with_no_error_and_n
     driver = Driver(cluster, tmp_path, {"driver.py": STOP_ALL}, RAY_DEDUP_LOGS="0")
     try:
         driver.session()
-        _waiting(driver, 1, "the other width 20 trial waiting on the session")
+        waiting(driver, 1, "the other width 20 trial waiting on the session")
         output = driver.finish()
     finally:
         driver.stop()
@@ -400,19 +360,12 @@ def test_ray_data_map_batches_tasks_share_one_session_and_end_with_the_fixed_res
     the other tasks wait (or, started later, take the fix), and the dataset is the fixed
     program's."""
     fixed = DATA.replace('batch["offset"]', "OFFSET")
-    (tmp_path / "off").mkdir()
-    reference = Driver(cluster, tmp_path / "off", {"driver.py": fixed}, PODCODE_ENABLE="0")
-    expected = [line for line in reference.finish().splitlines() if line.startswith("RESULT")]
+    reference = without_podcode(cluster, tmp_path / "off", fixed)
+    expected = [line for line in reference.splitlines() if line.startswith("RESULT")]
     assert expected == [f"RESULT {list(range(100, 116))}"], expected
-    (tmp_path / "on").mkdir()
-    driver = Driver(cluster, tmp_path / "on", {"driver.py": DATA}, RAY_DEDUP_LOGS="0")
-    try:
-        driver.session()
-        _, resumed = driver.fix('batch["offset"]', "OFFSET")
-        assert "shift" in resumed, resumed
-        output = driver.finish()
-    finally:
-        driver.stop()
+    resumed, output = fixed_in_session(cluster, tmp_path / "on", DATA,
+                                       ('batch["offset"]', "OFFSET"))
+    assert "shift" in resumed, resumed
     assert output.count("opening a debug session") == 1, output[-3000:]
     assert [line for line in output.splitlines() if line.startswith("RESULT")] == expected
 
@@ -449,10 +402,8 @@ def test_an_interrupted_experiment_restored_with_its_bug_opens_one_session_again
     import signal
 
     assert FIXED_TERM in RESTORED and "Tuner.restore" in RESTORED
-    (tmp_path / "off").mkdir()
-    reference = Driver(cluster, tmp_path / "off", {"driver.py": RESTORED.replace(FIXED_TERM, "")},
-                       PODCODE_ENABLE="0", EXPERIMENTS=str(tmp_path / "off" / "results"))
-    expected = _trials(reference.finish())
+    expected = trials(without_podcode(cluster, tmp_path / "off", RESTORED.replace(FIXED_TERM, ""),
+                                       EXPERIMENTS=str(tmp_path / "off" / "results")))
     assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
     experiments = str(tmp_path / "results")
     (tmp_path / "on").mkdir()
@@ -460,22 +411,14 @@ def test_an_interrupted_experiment_restored_with_its_bug_opens_one_session_again
                    EXPERIMENTS=experiments)
     try:
         first.session()
-        _waiting(first, 3, "the three other trials waiting on the one session")
+        waiting(first, 3, "the three other trials waiting on the one session")
         first.process.send_signal(signal.SIGINT)  # Ctrl-C
         first.process.wait(120)
     finally:
         first.stop()
     assert "Experiment has been interrupted" in first.output(), first.output()[-3000:]
-    (tmp_path / "again").mkdir()
-    again = Driver(cluster, tmp_path / "again", {"driver.py": RESTORED}, RAY_DEDUP_LOGS="0",
-                   EXPERIMENTS=experiments)
-    try:
-        again.session()
-        _waiting(again, 3, "the three other restored trials waiting on the one session")
-        _, resumed = again.fix(FIXED_TERM, "")
-        assert "evaluation_fn" in resumed, resumed
-        output = again.finish()
-    finally:
-        again.stop()
+    resumed, output = fixed_in_session(cluster, tmp_path / "again", RESTORED, (FIXED_TERM, ""),
+                                       waiters=3, EXPERIMENTS=experiments)
+    assert "evaluation_fn" in resumed, resumed
     assert "RESTORING" in output and output.count("opening a debug session") == 1, output[-3000:]
-    assert _trials(output) == expected, output[-3000:]
+    assert trials(output) == expected, output[-3000:]
