@@ -45,6 +45,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,14 +184,19 @@ def _login_link(record: dict[str, Any]) -> str:
     return link
 
 
-def time_to_frame(root: Path, browser: Any) -> float:
-    """A failing decorated task: its exception to its locals in the Variables view."""
-    workspace, home = root / "ws", root / "home"
+def start_job(workspace: Path, home: Path) -> subprocess.Popen[bytes]:
+    """:data:`JOB` started in ``workspace`` with podcode on and its own ``home``."""
     workspace.mkdir()
     (workspace / "job.py").write_text(JOB)
     env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home)}
-    proc = subprocess.Popen([sys.executable, "job.py"], cwd=workspace, env=env,
+    return subprocess.Popen([sys.executable, "job.py"], cwd=workspace, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def time_to_frame(root: Path, browser: Any) -> float:
+    """A failing decorated task: its exception to its locals in the Variables view."""
+    workspace, home = root / "ws", root / "home"
+    proc = start_job(workspace, home)
     context = browser.new_context(viewport=VIEWPORT)
     try:
         record = wait_until(lambda: _session(home) or proc.poll() is not None, "a waiting session",
@@ -213,23 +219,35 @@ def _summary(name: str, values: list[float], baseline: float, goal: object) -> d
             "min": round(min(values), 3), "max": round(max(values), 3)}
 
 
-def run(rounds: int = ROUNDS) -> list[dict[str, Any]]:
+def in_rounds(rounds: int, prefix: str, measure: Callable[[Path, Any], None]) -> None:
+    """``measure(root, browser)`` ``rounds`` times, each in a new temporary folder, with one
+    chromium for all (a measure measures podcode and its baseline interleaved: both see the
+    same machine weather)."""
     from playwright.sync_api import sync_playwright
 
-    binary = ensure_code_server(CodeServerConfig.from_environ())
-    bare, ours = [], []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            for _ in range(rounds):  # interleaved: both see the same machine weather
-                root = Path(tempfile.mkdtemp(prefix="podcode-bench-frame-"))
+            for _ in range(rounds):
+                root = Path(tempfile.mkdtemp(prefix=prefix))
                 try:
-                    bare.append(bare_workbench(binary, root, browser))
-                    ours.append(time_to_frame(root, browser))
+                    measure(root, browser)
                 finally:
                     shutil.rmtree(root, ignore_errors=True)
         finally:
             browser.close()
+
+
+def run(rounds: int = ROUNDS) -> list[dict[str, Any]]:
+    binary = ensure_code_server(CodeServerConfig.from_environ())
+    bare: list[float] = []
+    ours: list[float] = []
+
+    def measure(root: Path, browser: Any) -> None:
+        bare.append(bare_workbench(binary, root, browser))
+        ours.append(time_to_frame(root, browser))
+
+    in_rounds(rounds, "podcode-bench-frame-", measure)
     bare_s, ours_s = statistics.median(bare), statistics.median(ours)
     return [
         _summary("time_to_frame_s", ours, bare_s, "as short as the parts allow"),
