@@ -46,10 +46,10 @@ bench: setup
 	$(PY) benchmarks/run.py; status=$$?; $(PY) benchmarks/report.py && exit $$status
 
 # The pictures in docs/: taken by the browser tests (into artifacts/), then copied.
-SCREENSHOTS := debugger-postmortem.png status-bar.png warning-email.png
+SCREENSHOTS := debugger-postmortem.png status-bar.png warning-email.png notebook-figure.png
 screenshots: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests/test_debugger_browser.py \
-		tests/test_codeserver_browser.py tests/test_mail_browser.py
+		tests/test_codeserver_browser.py tests/test_mail_browser.py tests/test_notebook_browser.py
 	mkdir -p docs/images
 	cp $(addprefix artifacts/,$(SCREENSHOTS)) docs/images/
 
