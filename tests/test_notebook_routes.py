@@ -16,6 +16,7 @@ import pytest
 from interactive.base.phases import Phase
 from interactive.base.state import SessionState
 from interactive.base.types import ExcInfo, TaskRef
+from interactive.storage.workspace import Snapshot
 from tests.cli_fixture import served_api
 
 
@@ -45,6 +46,7 @@ class Host:
         self.home = root / "home"
         self.id = "41-7"
         self.capture = None
+        self.snapshot: Snapshot | None = Snapshot.take(root)
         self.resumed = 0
 
     def resume(self, peer: bool = False) -> dict[str, Any] | None:
@@ -97,10 +99,15 @@ async def test_the_starter_notebook_is_written_once(api) -> None:
     assert "ValueError: total too large: 12" in text
     for helper in ("here.error()", "here.inputs()", "here.run_again()", "here.resume()"):
         assert helper in text
+    assert host.snapshot is not None and host.snapshot.changed() == []  # not an edit yet
     path.write_text(path.read_text().replace("jobs.train failed", "my notes"))
     async with client.post("/api/notebook/open") as response:
         assert not (await response.json())["created"]
     assert "my notes" in path.read_text()  # the engineer's edits stay
+    # ... and are saved with the edits; a notebook removed with the session files is not.
+    assert host.snapshot.changed() == [".vscode/podcode/notebook-41-7.ipynb"]
+    path.unlink()
+    assert host.snapshot.changed() == []
 
 
 async def test_cells_run_in_the_failed_frame_while_the_task_waits(api) -> None:

@@ -46,6 +46,9 @@ SKIP_DIRS = frozenset(
 )
 SKIP_PATHS = frozenset({".vscode/podcode-session.json", ".vscode/podcode"})
 """What podcode writes into the workspace (secrets, generated scripts) is not an edit."""
+NOTEBOOKS = ".vscode/podcode/notebook-"
+"""But the session's notebooks (``notebook-<session>.ipynb``) are the engineer's work once
+they change them: a notebook is watched from when it is written (:meth:`Snapshot.adopt`)."""
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_TOTAL = 32 * 1024 * 1024
 
@@ -72,11 +75,11 @@ def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_resu
     for folder, dirs, files in os.walk(root):
         base = os.path.relpath(folder, root)
         dirs[:] = sorted(
-            d for d in dirs if d not in SKIP_DIRS and _rel(base, d) not in SKIP_PATHS
-            and _rel(base, d) != home
+            d for d in dirs if d not in SKIP_DIRS and _rel(base, d) != home
+            and (_rel(base, d) not in SKIP_PATHS or NOTEBOOKS.startswith(_rel(base, d) + "/"))
         )
         for name in sorted(files):
-            if _rel(base, name) in SKIP_PATHS:
+            if _skipped(_rel(base, name)):
                 continue
             path = os.path.join(folder, name)
             try:
@@ -90,6 +93,16 @@ def walk(root: Path, max_files: int = 20000) -> Iterator[tuple[str, os.stat_resu
                 )
                 return
             yield os.path.relpath(path, root), stat
+
+
+def is_notebook(rel: str) -> bool:
+    return rel.startswith(NOTEBOOKS) and rel.endswith(".ipynb") and "/" not in rel[len(NOTEBOOKS):]
+
+
+def _skipped(rel: str) -> bool:
+    """Whether ``rel`` (a file) is podcode's own: the session's files, but no notebook."""
+    return rel in SKIP_PATHS or (rel.startswith(NOTEBOOKS.rsplit("/", 1)[0] + "/")
+                                 and not is_notebook(rel))
 
 
 def _rel(base: str, name: str) -> str:
@@ -170,8 +183,24 @@ class Snapshot:
         now = {rel: _stamp(stat) for rel, stat in walk(self.root)}
         changed = {rel for rel, stamp in now.items()
                    if self.stamps.get(rel) != stamp or self._racy_edit(rel)}
-        changed |= set(self.stamps) - set(now)
+        # A notebook gone went with the session's files, never by the engineer's hand.
+        changed |= {rel for rel in set(self.stamps) - set(now) if not is_notebook(rel)}
         return sorted(changed)
+
+    def adopt(self, rel: str) -> None:
+        """Watch ``rel``, a file podcode just wrote, from its present state: it is an edit
+        only once it changes (the starter notebook, written after the snapshot)."""
+        path = self.root / rel
+        try:
+            stamp, text = _steady(path, _stamp(os.stat(path)), True)
+        except OSError:
+            return
+        self.stamps[rel] = stamp
+        if text is not None:
+            self.texts[rel] = text
+        digest = _digest(path, text)
+        if digest is not None:
+            self.digests[rel] = digest
 
     def _racy_edit(self, rel: str) -> bool:
         """Whether a file whose stamp is as it was holds other bytes (an edit of the same

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -27,6 +27,9 @@ from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo, TaskRef
 from interactive.session.notebook import here, starter
 from interactive.session.notebook.kernel import FrameKernel, failed_frame
+
+if TYPE_CHECKING:
+    from interactive.storage.workspace import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,9 @@ class Host(Protocol):
     home: Path
     id: str
     capture: Any
+    snapshot: Snapshot | None
+    """The workspace as the session opened: the starter notebook is watched from when
+    it is written, so that the engineer's changes to it are saved with the edits."""
 
     def resume(self, peer: bool = False) -> dict[str, Any] | None: ...
 
@@ -92,6 +98,9 @@ class Notebook:
                                   starter.frame_source(frame))
         path = starter.notebook_path(host.config_root, host.id)
         created = starter.write_starter(path, notebook)
+        watched = host.snapshot
+        if created and watched is not None and path.resolve().is_relative_to(watched.root):
+            watched.adopt(path.resolve().relative_to(watched.root).as_posix())
         return {"path": str(path), "created": created, "label": label(host.task.name)}
 
     def close(self) -> None:
