@@ -4,7 +4,6 @@ orders, defined in the driver script (shipped by value) and in a module, an acto
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -225,41 +224,6 @@ if __name__ == "__main__":
 ``tune.get_checkpoint()``); both fail at their third step, at the same line."""
 
 
-TRAINED = f"""\
-import os
-import torch
-import torch.distributed as dist
-import ray
-from ray import train
-from ray.train import RunConfig, ScalingConfig
-from ray.train.torch import TorchTrainer
-from interactive import vscode
-
-SETTINGS = {SETTINGS}
-
-
-@vscode(**SETTINGS)
-def train_func(config):
-    rank = train.get_context().get_world_rank()
-    for step in range(3):
-        total = torch.tensor([float(rank + 1)])
-        dist.all_reduce(total)  # the two workers meet at every step
-        loss = total.item() / (step - 1)
-        train.report({{"loss": loss, "step": step}})
-    print("FINAL rank", rank, "loss", loss, flush=True)
-
-
-if __name__ == "__main__":
-    ray.init(runtime_env={{"working_dir": "."}})
-    trainer = TorchTrainer(
-        train_func, scaling_config=ScalingConfig(num_workers=2, use_gpu=False),
-        run_config=RunConfig(storage_path=os.path.abspath("../results"), name="exp"))
-    result = trainer.fit()
-    print("TRAINED error", result.error, flush=True)
-"""
-"""Ray Train's TorchTrainer, two CPU workers in a gloo group, failing at one line on both."""
-
-
 NESTED = f"""\
 import ray
 from interactive import vscode
@@ -478,38 +442,6 @@ def test_tune_trials_resume_from_their_last_checkpoint_and_tune_sees_each_step_o
     assert "ERRORS 0" in output, output[-3000:]
     for lr in ("0.25", "0.5"):
         assert f"TRIAL {lr} STEPS [0, 1, 2, 3] ITERATIONS [1, 2, 3, 4]" in output, output[-3000:]
-
-
-def test_ray_trains_workers_share_one_session_for_one_bug_and_resume_together(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    """A TorchTrainer's two workers fail at one line. They go through the bug board: one
-    session opens, the other worker waits on it (its side of the group broken); one
-    ``podcode resume`` hands the fix to both, they re-form the group, and training ends
-    with the fixed value on both."""
-    driver = Driver(cluster, tmp_path, {"driver.py": TRAINED})
-    try:
-        def ranks() -> list[dict[str, Any]]:  # a rank's session: in its rank's folder
-            assert driver.process.poll() is None, driver.output()[-3000:]
-            records = (json.loads(path.read_text())
-                       for path in driver.home.glob("rank-*/session.json"))
-            return [record for record in records
-                    if record.get("state") == "waiting" and record.get("control_url")]
-
-        (record,) = wait_until(ranks, "a worker waiting in a session", 180, 0.5)
-        wait_until(lambda: "holds no session of its own" in driver.output(),
-                   "the other worker waiting on the session", 120, 0.2)
-        assert len(ranks()) == 1, "one bug, one session"
-        script = Path(record["workspace"]) / "driver.py"
-        script.write_text(script.read_text().replace("(step - 1)", "(step + 1)"))
-        assert "__main__.train_func" in driver.podcode("resume")
-        output = driver.finish()
-    finally:
-        driver.stop()
-    assert output.count("opening a debug session") == 1, "one bug, one session"
-    assert "TRAINED error None" in output, output[-3000:]
-    for rank in (0, 1):  # 3 / (2 + 1): the fixed code ran on both, in one group again
-        assert f"FINAL rank {rank} loss 1.0" in output, output[-3000:]
 
 
 def test_an_objectref_inside_an_argument_is_saved_with_its_object(

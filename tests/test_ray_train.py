@@ -48,6 +48,9 @@ def fixed(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[st
 def test_rank_1_fails_in_its_shard_and_rank_0_waits_on_its_bug_then_both_train_to_the_result(
     cluster: Cluster, tmp_path: Path, fixed: dict[str, Any]
 ) -> None:
+    """The group runs again whole at every resume, fixed or not: a resume without the fix
+    re-runs rank 0 too, both are stopped again, and the fixed resume re-forms the group
+    once more (no hang) and trains to the fixed example's result."""
     job = TrainJob(cluster, tmp_path, ONE_RANK)
     try:
         (session,) = job.in_sessions(1, 1)
@@ -59,13 +62,17 @@ def test_rank_1_fails_in_its_shard_and_rank_0_waits_on_its_bug_then_both_train_t
         assert "stopped because rank 1 failed (IndexError" in job.output()
         workspace = Path(session["workspace"])
         assert workspace in cluster.copies(), "the session names the node's working_dir copy"
-        fix(workspace / EXAMPLE.name, ONE_RANK)  # edited where the session says
+        job.podcode("resume")  # nothing changed
+        (again,) = wait_until(lambda: job.waiting(attempt=session["attempt"] + 1),
+                              "the session open again", 90, 0.2)
+        assert again["error"].startswith("IndexError"), again
+        fix(Path(again["workspace"]) / EXAMPLE.name, ONE_RANK)  # edited where it says
         assert "LinearDataset.__getitem__" in job.podcode("resume")
         output = job.finish()
     finally:
         job.stop()
     assert output.count("opening a debug session") == 1, "one bug, one session"
-    assert "re-forming the process group (gloo, generation 1)" in output
+    assert "re-forming the process group (gloo, generation 2)" in output
     assert same_training(result(output), fixed), (result(output), fixed)
 
 
@@ -85,27 +92,6 @@ def test_a_bug_both_ranks_hit_opens_one_session_and_a_fix_pushed_from_the_checko
         job.stop()
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert "EADDRINUSE" not in output
-    assert same_training(result(output), fixed), (result(output), fixed)
-
-
-def test_a_resume_without_the_fix_fails_again_and_the_fixed_resume_ends_the_job(
-    cluster: Cluster, tmp_path: Path, fixed: dict[str, Any]
-) -> None:
-    """The group runs again whole at every resume, fixed or not: rank 0 re-runs too, is
-    stopped again, and the fixed resume re-forms the group once more (no hang)."""
-    job = TrainJob(cluster, tmp_path, ONE_RANK)
-    try:
-        (session,) = job.in_sessions(1, 1)
-        job.podcode("resume")  # nothing changed
-        (again,) = wait_until(lambda: job.waiting(attempt=session["attempt"] + 1),
-                              "the session open again", 90, 0.2)
-        assert again["error"].startswith("IndexError"), again
-        fix(Path(again["workspace"]) / EXAMPLE.name, ONE_RANK)
-        job.podcode("resume")
-        output = job.finish()
-    finally:
-        job.stop()
-    assert "re-forming the process group (gloo, generation 2)" in output
     assert same_training(result(output), fixed), (result(output), fixed)
 
 
