@@ -4,6 +4,7 @@ tests: the driver, podcode's settings in its programs, what a driver said."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -180,5 +181,11 @@ def waiting(driver: Driver, count: int, what: str) -> None:
         raise AssertionError(f"{exc}\n{driver.output()[-6000:]}") from None
 
 
+RAY_LINE = re.compile(r"\x1b\[\d+m\(|\(\S+ pid=\d+")
+"""Where a line that Ray's log forwarding wrote into the middle of the driver's begins (an
+unbuffered ``print`` writes its text and its newline apart)."""
+
+
 def trials(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith(("TRIAL", "ERRORS"))]
+    lines = (RAY_LINE.split(line, 1)[0].rstrip() for line in output.splitlines())
+    return [line for line in lines if line.startswith(("TRIAL", "ERRORS"))]
