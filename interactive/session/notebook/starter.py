@@ -4,8 +4,8 @@ Written into the session's ``.vscode/podcode/`` folder the first time the engine
 the notebook, and left alone afterwards (their edits stay while the session lasts); the
 folder goes when the session's ``.vscode`` files are put back, like the other files
 podcode wrote there. The workspace's snapshot watches the notebook from when it is
-written (``Snapshot.adopt``): once changed, it is saved with the edits. The notebook is plain nbformat 4 JSON: VS Code's built-in ``ipynb``
-support opens it.
+written (``Snapshot.adopt``): once changed, it is saved with the edits. The notebook is
+plain nbformat 4 JSON: VS Code's built-in ``ipynb`` support opens it.
 """
 
 from __future__ import annotations
