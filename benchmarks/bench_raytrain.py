@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, figure  # noqa: E402
 from tests.ray_cluster import Cluster, ray_cluster  # noqa: E402
-from tests.ray_train_job import EXAMPLE, ONE_RANK, TrainJob, fix  # noqa: E402
-from tests.torchrun_job import post  # noqa: E402
+from tests.ray_train_job import EXAMPLE, ONE_RANK, TrainJob  # noqa: E402
+from tests.torchrun_job import fix, post  # noqa: E402
 
 WAITS = "holds no session of its own"
 """What a worker waiting on the board says in the driver's output."""

@@ -6,7 +6,6 @@ in the session's workspace as the engineer would make it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.ray_cluster import Cluster
+from tests.torchrun_job import with_bug
 from tests.waiting import wait_until
 
 EXAMPLE = Path(__file__).parent / "ray_examples" / "torch_linear_example.py"
@@ -37,20 +37,10 @@ PODCODE = str(Path(sys.executable).with_name("podcode"))
 
 def project(folder: Path, bug: tuple[str, str] | None) -> Path:
     """The example in ``folder`` (made), with ``bug`` in it (None: as fixed)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    script = Path(shutil.copy(EXAMPLE, folder / EXAMPLE.name))
     if bug is not None:
-        text = script.read_text()
-        assert bug[0] in text, bug
-        script.write_text(text.replace(*bug))
-    return script
-
-
-def fix(script: Path, bug: tuple[str, str]) -> None:
-    """Edit the file back as the user would (a newer mtime than the session's start)."""
-    script.write_text(script.read_text().replace(bug[1], bug[0]))
-    stamp = time.time_ns() + 10_000_000
-    os.utime(script, ns=(stamp, stamp))
+        return with_bug(folder, bug, EXAMPLE)
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(EXAMPLE, folder / EXAMPLE.name))
 
 
 def result(output: str) -> dict[str, Any]:

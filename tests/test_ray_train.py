@@ -22,11 +22,11 @@ from tests.ray_train_job import (
     EXAMPLE,
     ONE_RANK,
     TrainJob,
-    fix,
     reference,
     result,
     same_training,
 )
+from tests.torchrun_job import fix
 from tests.waiting import wait_until
 
 pytest.importorskip("ray.train.torch")
