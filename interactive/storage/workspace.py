@@ -49,6 +49,7 @@ SKIP_PATHS = frozenset({".vscode/podcode-session.json", ".vscode/podcode"})
 NOTEBOOKS = ".vscode/podcode/notebook-"
 """But the session's notebooks (``notebook-<session>.ipynb``) are the engineer's work once
 they change them: a notebook is watched from when it is written (:meth:`Snapshot.adopt`)."""
+_SESSION_FOLDER = NOTEBOOKS.rsplit("/", 1)[0] + "/"
 MAX_TEXT_BYTES = 512 * 1024
 MAX_TEXT_TOTAL = 32 * 1024 * 1024
 
@@ -101,8 +102,7 @@ def is_notebook(rel: str) -> bool:
 
 def _skipped(rel: str) -> bool:
     """Whether ``rel`` (a file) is podcode's own: the session's files, but no notebook."""
-    return rel in SKIP_PATHS or (rel.startswith(NOTEBOOKS.rsplit("/", 1)[0] + "/")
-                                 and not is_notebook(rel))
+    return rel in SKIP_PATHS or (rel.startswith(_SESSION_FOLDER) and not is_notebook(rel))
 
 
 def _rel(base: str, name: str) -> str:
