@@ -223,15 +223,32 @@ def reference(
     torchrun (``nproc`` ranks) or ``command``, with ``env`` added to the environment."""
     shutil.copy(example, workspace)
     log = workspace / "launcher.log"
-    with open(log, "w") as out:
-        proc = start(workspace, {**(env or {}), "PODCODE_ENABLE": "0"}, out, script, nproc,
-                     command=command)
-    try:
-        assert proc.wait(180) == 0, log.read_text()
-    finally:
-        stop_tree(proc)
-    [found] = checksums(log.read_text())
+    for attempt in range(2):
+        with open(log, "w") as out:
+            proc = start(workspace, {**(env or {}), "PODCODE_ENABLE": "0"}, out, script, nproc,
+                         command=command)
+        try:
+            code = proc.wait(180)
+        finally:
+            stop_tree(proc)
+        output = log.read_text()
+        if code == 0 or attempt or not torch_teardown_crash(output):
+            break
+    assert code == 0, output
+    [found] = checksums(output)
     return found
+
+
+TEARDOWN_CRASH = "terminate called without an active exception"
+
+
+def torch_teardown_crash(output: str) -> bool:
+    """Whether a run with podcode off printed its checksum and then had a rank abort as
+    its process exited (gloo's threads at interpreter teardown: seen once in many runs,
+    on a loaded machine). The reference is then taken again; a run with podcode on is
+    never excused."""
+    found = checksums(output)
+    return bool(found) and TEARDOWN_CRASH in output.split(f"checksum {found[-1]}", 1)[-1]
 
 
 @contextlib.contextmanager
