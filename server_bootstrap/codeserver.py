@@ -28,7 +28,7 @@ from server_bootstrap.builtins import GIT, SKIPPED, builtin_folder, product_root
 from server_bootstrap.environ import without_secrets
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
-from server_bootstrap.process import terminate_tree, tree_members
+from server_bootstrap.process import stop_child_tree, tree_members
 
 log = logging.getLogger(__name__)
 
@@ -482,16 +482,7 @@ class CodeServer:
         proc = self._proc
         if proc is None:
             return
-        survivors = await asyncio.to_thread(
-            terminate_tree, proc.pid, proc.pid, self.marker,
-            grace_seconds=self.stop_grace, skip_wait=proc.pid,
-        )
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=self.stop_grace)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        survivors = await stop_child_tree(proc, self.marker, self.stop_grace)
         if self._reader is not None:
             await self._reader
         if survivors:

@@ -8,6 +8,7 @@ launcher's descendants, and an environment marker every descendant inherits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -100,3 +101,19 @@ def terminate_tree(
         signal_all(left, pgid, signal.SIGKILL)
         psutil.wait_procs([p for p in left if p.pid != skip_wait], timeout=grace_seconds)
     return [p for p in tree_members(pgid, None, marker) if p.pid != skip_wait]
+
+
+async def stop_child_tree(
+    proc: asyncio.subprocess.Process, marker: tuple[str, str] | None, grace_seconds: float
+) -> list[psutil.Process]:
+    """End ``proc`` (a child of this process, in a session of its own) and its tree:
+    SIGTERM, SIGKILL after ``grace_seconds``; ``proc`` reaped here. The survivors."""
+    survivors = await asyncio.to_thread(terminate_tree, proc.pid, proc.pid, marker,
+                                        grace_seconds=grace_seconds, skip_wait=proc.pid)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=grace_seconds)
+    except asyncio.TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+    return survivors

@@ -1,10 +1,13 @@
 """What every browser test shares: Debian's chromium, its flags, a page in a fresh profile,
 where screenshots go, and the marks that skip a test where chromium or code-server is
-missing."""
+missing, and the network namespace (loopback only) the offline tests run in."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,3 +101,32 @@ async def chromium_page(
             yield page
         finally:
             await context.close()
+
+
+LOOPBACK_ONLY = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
+"""A wrapper that runs the job in a network namespace of its own with loopback only."""
+
+
+def offline_wrapper() -> list[str] | None:
+    """:data:`LOOPBACK_ONLY`, or None where a network namespace cannot be made here."""
+    if os.geteuid() != 0 or not all(map(shutil.which, ("unshare", "nsenter", "ip"))):
+        return None
+    probe = subprocess.run([*LOOPBACK_ONLY, "true"], capture_output=True, timeout=30)
+    return LOOPBACK_ONLY if probe.returncode == 0 else None
+
+
+def chromium_in_namespace_of(pid: int, folder: Path) -> Path:
+    """A script that starts chromium in the network namespace of process ``pid``."""
+    script = folder / "chromium-offline"
+    script.write_text(f'#!/bin/sh\nexec nsenter --net=/proc/{pid}/ns/net {CHROMIUM} "$@"\n')
+    script.chmod(0o700)
+    return script
+
+
+def unreachable_from(pid: int) -> bool:
+    """Whether a public address is unreachable from the network namespace of ``pid``
+    (where loopback is up)."""
+    namespace = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "route", "get"]
+    loopback = subprocess.run([*namespace, "127.0.0.1"], capture_output=True, timeout=30)
+    public = subprocess.run([*namespace, "1.1.1.1"], capture_output=True, timeout=30)
+    return loopback.returncode == 0 and public.returncode != 0

@@ -11,10 +11,7 @@ artifacts/notebook-figure.png (docs/images shows it)."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +24,11 @@ from tests.browser import (
     MARKS,
     MIDDLE_JOB,
     VIEWPORT,
+    chromium_in_namespace_of,
     chromium_page,
     log_in,
+    offline_wrapper,
+    unreachable_from,
 )
 from tests.session_fixture import Job
 
@@ -50,26 +50,6 @@ CELLS: list[tuple[str, str | None]] = [
      "table >> text=scaled"),
     ("values[10]", "text=IndexError"),
 ]
-
-
-LOOPBACK_ONLY = ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"]
-"""A wrapper that runs the job in a network namespace of its own with loopback only."""
-
-
-def _offline_wrapper() -> list[str] | None:
-    """:data:`LOOPBACK_ONLY`, or None where a network namespace cannot be made here."""
-    if os.geteuid() != 0 or not all(map(shutil.which, ("unshare", "nsenter", "ip"))):
-        return None
-    probe = subprocess.run([*LOOPBACK_ONLY, "true"], capture_output=True, timeout=30)
-    return LOOPBACK_ONLY if probe.returncode == 0 else None
-
-
-def _chromium_in_namespace_of(pid: int, folder: Path) -> Path:
-    """A script that starts chromium in the network namespace of process ``pid``."""
-    script = folder / "chromium-offline"
-    script.write_text(f'#!/bin/sh\nexec nsenter --net=/proc/{pid}/ns/net {CHROMIUM} "$@"\n')
-    script.chmod(0o700)
-    return script
 
 
 async def in_outputs(page: Any, selector: str, timeout: float = 120) -> Any:
@@ -106,15 +86,15 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
 ) -> None:
     """With the network cut where a namespace can be made (root, as in a pod and in CI):
     the task, its code-server and Chromium see loopback only, so nothing is downloaded."""
-    wrapper = _offline_wrapper()
+    wrapper = offline_wrapper()
     offline = wrapper is not None
     job.write("helpers.py", HELPERS)
     job.write("job.py", MIDDLE_JOB)
     record = job.start(wrapper=wrapper).wait_state("waiting", timeout=120)
     assert job.proc is not None
     if offline:  # nothing outside is reachable from where the session serves
-        assert _unreachable_from(job.proc.pid)
-    chromium = _chromium_in_namespace_of(job.proc.pid, tmp_path) if offline else CHROMIUM
+        assert unreachable_from(job.proc.pid)
+    chromium = chromium_in_namespace_of(job.proc.pid, tmp_path) if offline else CHROMIUM
     ARTIFACTS.mkdir(exist_ok=True)
     async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,
                              timeout_ms=120_000, executable=chromium) as page:
@@ -150,12 +130,3 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             (ARTIFACTS / "notebook-failure.html").write_text(await page.content())
             raise
     assert "RESULT 6" in job.output()  # (1 + 2 + 3) with the fixed helper
-
-
-def _unreachable_from(pid: int) -> bool:
-    """Whether a public address is unreachable from the network namespace of ``pid``
-    (where loopback is up)."""
-    namespace = ["nsenter", f"--net=/proc/{pid}/ns/net", "ip", "route", "get"]
-    loopback = subprocess.run([*namespace, "127.0.0.1"], capture_output=True, timeout=30)
-    public = subprocess.run([*namespace, "1.1.1.1"], capture_output=True, timeout=30)
-    return loopback.returncode == 0 and public.returncode != 0

@@ -4,6 +4,7 @@ task waits (409 otherwise), an interrupt, and the helpers a cell calls (here.*).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 import sys
@@ -14,6 +15,7 @@ import aiohttp
 import pytest
 
 from interactive.base.phases import Phase
+from interactive.base.settings import EditorSettings, Settings
 from interactive.base.state import SessionState
 from interactive.base.types import ExcInfo, TaskRef
 from interactive.storage.workspace import Snapshot
@@ -46,6 +48,7 @@ class Host:
         self.home = root / "home"
         self.id = "41-7"
         self.capture = None
+        self.settings = Settings()
         self.snapshot: Snapshot | None = Snapshot.take(root)
         self.resumed = 0
 
@@ -108,6 +111,26 @@ async def test_the_starter_notebook_is_written_once(api) -> None:
     assert host.snapshot.changed() == [".vscode/podcode/notebook-41-7.ipynb"]
     path.unlink()
     assert host.snapshot.changed() == []
+
+
+async def test_for_jupyterlab_the_starter_is_written_when_the_session_waits(
+    tmp_path: Path
+) -> None:
+    """JupyterLab opens the starter notebook at once: nobody asks for it first."""
+    host, failure = Host(tmp_path), _failure()
+    host.settings = Settings(editor=EditorSettings(ide="jupyter"))
+    host.state.set(state=Phase.RUNNING)
+    path = host.config_root / ".vscode" / "podcode" / "notebook-41-7.ipynb"
+    async with served_api(host, failure=lambda: failure):
+        await asyncio.sleep(0.2)
+        assert not path.exists()  # not while the task runs
+        host.state.set(state=Phase.WAITING)
+        for _ in range(100):
+            if path.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert "total too large: 12" in path.read_text()
+        assert host.snapshot is not None and host.snapshot.changed() == []
 
 
 async def test_cells_run_in_the_failed_frame_while_the_task_waits(api) -> None:

@@ -210,3 +210,10 @@ def test_sessions_of_one_process_get_their_own_ids_and_know_of_each_other() -> N
     finally:
         release_session_id(first)
         release_session_id(second)
+
+
+def test_a_jupyterlab_session_says_so_and_reads_back() -> None:
+    jupyter = replace(SERVING, ide="jupyter")
+    assert jupyter.to_json()["ide"] == "jupyter"
+    assert record.SessionRecord.from_json(jupyter.to_json(), "session.json").ide == "jupyter"
+    assert "ide" not in replace(jupyter, code_server_url=None).to_json()

@@ -129,6 +129,9 @@ class SessionRecord:
     code_server_url: str | None = None
     password: str | None = field(default=None, repr=False)
     """Written only with a ``code_server_url``: no IDE, no password on disk."""
+    ide: str | None = None
+    """What serves at ``code_server_url``: ``code-server`` (written as no key) or
+    ``jupyter`` (JupyterLab)."""
     inputs: str | None = None
     last_activity: float | None = None
     rank: Mapping[str, int] | None = None
@@ -182,6 +185,8 @@ class SessionRecord:
                 inputs=self.inputs,
                 last_activity=self.last_activity,
             )
+            if self.code_server_url and self.ide not in (None, "code-server"):
+                data["ide"] = self.ide  # records with code-server keep the keys they had
             if self.ssh_port is not None:
                 data["ssh"] = {"port": self.ssh_port, "host_key": self.ssh_host_key}
         data.update(pid=self.pid, started=self.started)
@@ -228,6 +233,7 @@ class SessionRecord:
             debug_port=_int(debug.get("port")),
             code_server_url=_text(data, "code_server_url"),
             password=_text(data, "password"),
+            ide=_text(data, "ide"),
             inputs=_text(data, "inputs"),
             last_activity=_number(data.get("last_activity")),
             rank=dict(raw_rank) if isinstance(raw_rank, dict) else None,

@@ -30,7 +30,7 @@ from interactive.base.errors import SettingError
 from interactive.base.types import Environ, Hook, TaskRef
 
 MODES = ("on_failure", "startup")
-IDES = ("code-server", "none")
+IDES = ("code-server", "jupyter", "none")
 AUTHS = ("password", "none")
 SNAPSHOT_AT = ("call", "failure")
 MIN_POLL_SECONDS = 0.1
@@ -67,9 +67,10 @@ class EditorSettings:
     """The IDE the session serves."""
 
     ide: str = "code-server"
-    """``code-server`` serves VS Code in the browser; ``none`` is debugpy + API only."""
+    """``code-server`` serves VS Code in the browser; ``jupyter`` serves JupyterLab on the
+    failed frame (``pip install 'podcode[jupyter]'``); ``none`` is debugpy + API only."""
     auth: str = "password"
-    """code-server's authentication: ``password`` (generated) or ``none``."""
+    """The IDE's authentication: ``password`` (generated; JupyterLab's token) or ``none``."""
     extensions: tuple[str, ...] = ()
     """Extra VS Code extensions: ``.vsix`` paths, URLs (``url#sha256=...``) or ids."""
     language_server: bool = True

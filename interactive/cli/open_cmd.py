@@ -77,7 +77,8 @@ class Entry:
         lines = [f"podcode: {self.label}: task {record.task or '-'}, state {state}"
                  + (f", error {record.error}" if record.error else "")]
         if self.ide_url:
-            lines.append(f"  VS Code:   {self.ide_url}")
+            name = "JupyterLab:" if record.ide == "jupyter" else "VS Code:  "
+            lines.append(f"  {name} {self.ide_url}")
             if self.link:
                 lines += [f"  Open:      {self.link}",
                           "             (logs this browser in once, within 10 minutes; then "

@@ -48,7 +48,7 @@ from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
 from interactive.session.autosave import autosaving
 from interactive.session.desktop import Desktop
-from interactive.session.ide import Ide, keep_serving, start_ide
+from interactive.session.ide import Ide, ide_address, keep_serving, start_ide
 from interactive.session.language import language_server
 from interactive.session.publish import Publisher
 from interactive.session.ssh_start import record_fields, start_ssh
@@ -234,7 +234,8 @@ class Session:
         if self._watchdog is not None:
             self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
         from interactive.session.control import ControlServer  # aiohttp: while the IDE boots
-        self._control = ControlServer(self, self.token, control_sock, password=self.password,
+        self._control = ControlServer(self, self.token, control_sock, password=self.password
+                                      if self.settings.editor.ide == "code-server" else None,
                                       editors=Desktop(self.workspace, lambda: self.ssh),
                                       failure=self._postmortem.excinfo)  # the notebook's frame
         self._loop.call(self._control.start())
@@ -285,8 +286,8 @@ class Session:
         where = [f"debugger {self.endpoints.debug[0]}:{self.endpoints.debug[1]}"]
         if self.endpoints.code_server_url:
             path = record.session_dir(self.home, self.id) / record.FILE
-            where.insert(0, f"VS Code {self.endpoints.code_server_url} (podcode open / attach "
-                            f"POD logs you in; password: the \"password\" in {path})")
+            where.insert(0, ide_address(self.settings.editor.ide,
+                                        self.endpoints.code_server_url, path))
         elif self.settings.editor.ide != "none" and self.leader and not self._ide_ready.is_set():
             where.insert(0, "VS Code when code-server is ready (podcode open / attach POD)")
         print(  # one write: a reader never sees the first line without its notes
@@ -310,13 +311,10 @@ class Session:
         return root
 
     async def _serve_ide(self, settled: threading.Event, bind: str) -> None:
-        """Start code-server (installing it first if need be), then supervise it."""
+        """Start the IDE (installing code-server first if need be), then supervise it."""
         opens = self.workspace
         if self.config_root != self.workspace:
             opens = vscode_files.write_code_workspace(self.home, [self.workspace, self.config_root])
-
-        def installing() -> None:
-            settled.set()
 
         def launching() -> None:
             self._ide_launched.set()
@@ -332,9 +330,10 @@ class Session:
                 password=self.password,
                 note=self.state.note,
                 session=self.id,
-                installing=installing,
+                installing=settled.set,
                 launching=launching,
                 forget=self.state.forget,
+                config_root=self.config_root, task=self.task.name,  # JupyterLab's
             )
         finally:
             settled.set()
@@ -496,8 +495,7 @@ class Session:
             token=self.token,
             debug_host=host,
             debug_port=port,
-            code_server_url=ide_url,
-            password=password,
+            code_server_url=ide_url, password=password, ide=self.settings.editor.ide,
             inputs=str(self.capture.folder) if self.capture else None,
             last_activity=self.state.last_activity,
             rank=self.peers.info.as_dict() if self.peers is not None else None,

@@ -1,4 +1,4 @@
-"""Start the session's IDE (code-server) or none, behind one small interface."""
+"""Start the session's IDE (code-server, JupyterLab) or none, behind one small interface."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ WITHOUT_IDE = ("the debugger and podcode resume/abort work without it: attach a 
 """What to do when the session has no IDE: advice that works here and from a laptop."""
 
 
+def ide_address(kind: str, url: str, record: Path) -> str:
+    """Where the session's IDE is, for its announcement (no secret: where it is)."""
+    if kind == "jupyter":  # its own login page asks for the token
+        return f"JupyterLab {url} (token: the \"password\" in {record})"
+    return (f"VS Code {url} (podcode open / attach POD logs you in; password: the "
+            f"\"password\" in {record})")
+
+
 class Ide(Protocol):
     url: str
     pid: int | None
@@ -51,8 +59,12 @@ async def start_ide(
     installing: Callable[[], None] = lambda: None,
     launching: Callable[[], None] = lambda: None,
     forget: Callable[[str], None] = lambda text: None,
+    config_root: Path | None = None,
+    task: str = "",
 ) -> Ide | None:
-    """code-server serving ``workspace``, ready; None with ``ide="none"``.
+    """code-server serving ``workspace``, ready; None with ``ide="none"``. With
+    ``ide="jupyter"``, JupyterLab serving ``config_root`` and opening the starter notebook
+    of ``task``'s session (:mod:`interactive.session.notebook.jupyterlab`).
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
@@ -70,6 +82,10 @@ async def start_ide(
     try:
         if editor.ide == "none":
             return None
+        if editor.ide == "jupyter":
+            return await _start_jupyter(config_root or workspace, home=home, bind=bind,
+                                        port=port, password=password, note=note,
+                                        session=session, task=task, launching=launching)
         from server_bootstrap.codeserver import CodeServer
         from server_bootstrap.config import CodeServerConfig
         from server_bootstrap.errors import BootstrapError, CodeServerStartError
@@ -108,14 +124,43 @@ async def start_ide(
                                 port)
                     port = 0
         except BootstrapError as exc:
-            message = f"no IDE (code-server) for this session; {WITHOUT_IDE}. Why: {exc}"
-            log.error("%s", message)
-            note(message)
+            _without_ide("code-server", exc, note)
             return None
         log.info("code-server serves %s at %s", workspace, server.url)
         return server
     finally:
         launching()
+
+
+async def _start_jupyter(root: Path, *, home: Path, bind: str, port: int, password: str | None,
+                         note: Callable[[str], None], session: str, task: str,
+                         launching: Callable[[], None]) -> Ide | None:
+    """JupyterLab for the session, ready; None (said in a note) when it cannot start."""
+    from interactive.session.notebook import routes, starter
+    from interactive.session.notebook.jupyterlab import JupyterLab
+    from interactive.session.vscode_files import OWN_SESSION_FILE
+    from server_bootstrap.errors import BootstrapError
+
+    server = JupyterLab(
+        root=root, notebook=starter.notebook_path(root, session),
+        folder=home / f"jupyter{session.removeprefix(own_session_id())}", bind=bind, port=port,
+        password=password, session_file=root / ".vscode" / OWN_SESSION_FILE.format(session),
+        label=routes.label(task), marker=session,
+    )
+    try:
+        await server.start(spawned=launching)
+    except BootstrapError as exc:
+        _without_ide("JupyterLab", exc, note)
+        return None
+    log.info("JupyterLab serves %s at %s", root, server.url)
+    return server
+
+
+def _without_ide(name: str, why: Exception, note: Callable[[str], None]) -> None:
+    """Say (in the log and the session's notes) that the session goes on without its IDE."""
+    message = f"no IDE ({name}) for this session; {WITHOUT_IDE}. Why: {why}"
+    log.error("%s", message)
+    note(message)
 
 
 async def _install(config: CodeServerConfig, note: Callable[[str], None],
@@ -159,7 +204,7 @@ async def keep_serving(ide: Ide, state: SessionState, moved: Callable[[str | Non
         await ide.supervise(changed)
     except Exception as exc:  # restarts used up: the debugger and the API still serve
         state.set(ide="down")
-        message = f"code-server stopped and could not be started again ({exc}); {WITHOUT_IDE}"
+        message = f"the IDE stopped and could not be started again ({exc}); {WITHOUT_IDE}"
         log.error("%s", message)
         state.note(message)
         moved(None)

@@ -10,6 +10,11 @@ failed, and answer with Jupyter's outputs (text, tables, figures, tracebacks).
   again in a new process, resume);
 - :mod:`.routes`: the control API's ``/api/notebook/*`` routes, behind the session's token.
 
-The companion extension's notebook controller (``vscode_config/extension/lib/notebook.js``)
-is the only client. Part of :mod:`interactive.session`; it imports what the session may.
+- :mod:`.jupyterlab`: JupyterLab served as the session's IDE (``ide="jupyter"``);
+- :mod:`.bridge`: its ``podcode`` kernel, a process that sends each cell to the routes.
+
+The clients: the companion extension's notebook controller
+(``vscode_config/extension/lib/notebook.js``) and the bridge. Part of
+:mod:`interactive.session`; it imports what the session may (the bridge, a process of
+its own, imports only ipykernel and the standard library).
 """

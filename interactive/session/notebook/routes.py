@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,10 +30,13 @@ from interactive.session.notebook import here, starter
 from interactive.session.notebook.kernel import FrameKernel, failed_frame
 
 if TYPE_CHECKING:
+    from interactive.base.settings import Settings
     from interactive.storage.workspace import Snapshot
 
 log = logging.getLogger(__name__)
 
+PRESENT_TIMEOUT_SECONDS = 10.0
+"""How long the starter waits for the failure to be presented, once the session waits."""
 RESUME_TIMEOUT_SECONDS = 60.0
 """How long ``here.resume()`` waits for the session to plan the resume."""
 
@@ -47,6 +51,7 @@ class Host(Protocol):
     home: Path
     id: str
     capture: Any
+    settings: Settings
     snapshot: Snapshot | None
     """The workspace as the session opened: the starter notebook is watched from when
     it is written, so that the engineer's changes to it are saved with the edits."""
@@ -80,6 +85,8 @@ class Notebook:
             folder = host.capture.folder if host.capture is not None else None
             return load_inputs(host.task.name, host.home, folder=folder)
 
+        if host.settings.editor.ide == "jupyter":  # JupyterLab opens it: there at once
+            self._write_when_waiting(loop)
         self.kernel.helpers["session"] = here.Session(
             failure=self.failure, inputs=inputs,
             resume=lambda: asyncio.run_coroutine_threadsafe(resume(), loop).result(
@@ -87,6 +94,33 @@ class Notebook:
             rerun_script=starter.rerun_script(host.config_root, host.task.name),
             home=host.home, workspace=host.workspace,
         )
+
+    def _write_when_waiting(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Write the starter notebook (off the loop) when the session first waits."""
+        stops: list[Callable[[], None]] = []
+
+        def changed() -> None:
+            if self.host.state.state not in RESUMABLE:
+                return
+            try:
+                stops.pop()()  # once, whichever thread comes first
+            except IndexError:
+                return
+            loop.call_soon_threadsafe(loop.run_in_executor, None, self._open_when_failed)
+
+        stops.append(self.host.state.watch(changed))
+        changed()
+
+    def _open_when_failed(self) -> None:
+        """Write the starter once the failure is presented (just after the session says
+        it waits); the starter names the failed frame."""
+        deadline = time.monotonic() + PRESENT_TIMEOUT_SECONDS
+        while self.failure() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        try:
+            self.open()
+        except OSError as exc:
+            log.warning("could not write the starter notebook: %s", exc)
 
     def open(self) -> dict[str, Any]:
         """Write the starter notebook unless it is there; where it is."""

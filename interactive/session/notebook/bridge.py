@@ -1,0 +1,138 @@
+"""The ``podcode`` Jupyter kernel: JupyterLab's cells run in the failed frame.
+
+A small kernel process that JupyterLab starts from the session's kernel spec
+(:mod:`.jupyterlab`). It holds no namespace of its own: each cell goes to the session's
+``POST /api/notebook/execute`` (loopback, the session's bearer token, read from the
+session's ``0600`` companion file), runs there on the frame kernel's thread in the
+task's process, and its outputs (streams, rich displays, the traceback) come back as
+Jupyter messages. An interrupt request is ``POST /api/notebook/interrupt``. So
+JupyterLab and VS Code's notebook see one namespace: the failed frame's.
+
+    python -m interactive.session.notebook.bridge --session-file FILE -f CONNECTION_FILE
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ipykernel.kernelapp import IPKernelApp
+from ipykernel.kernelbase import Kernel
+
+EXECUTE_TIMEOUT_SECONDS = 24 * 3600.0
+"""A cell may run as long as the session waits; an interrupt ends it sooner."""
+
+NATIVE = ("podcode: the cell is blocked in native code (a C call such as time.sleep or a "
+          "blocking read); it stops when that call returns to Python\n")
+
+
+def endpoint(session_file: Path) -> tuple[str, str]:
+    """The control URL and token the session wrote for its IDE."""
+    data = json.loads(session_file.read_text())
+    return str(data["control_url"]).rstrip("/"), str(data["token"])
+
+
+def post(session_file: Path, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """``POST`` to the session's control API; an error answer as ``{"error": ...}``."""
+    url, token = endpoint(session_file)
+    if not url.startswith("http://"):
+        return {"error": f"the session's control URL is not http: {url!r}"}
+    request = urllib.request.Request(  # noqa: S310 - http, checked above
+        url + path, data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            return dict(json.loads(response.read()))
+    except urllib.error.HTTPError as exc:
+        try:
+            return {"error": json.loads(exc.read()).get("error") or f"HTTP {exc.code}"}
+        except ValueError:
+            return {"error": f"HTTP {exc.code}"}
+    except (OSError, ValueError) as exc:
+        return {"error": f"the session does not answer ({exc}): it has ended or moved"}
+
+
+def messages(outputs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The session's outputs (:mod:`.outputs`) as Jupyter iopub messages (type, content)."""
+    sent: list[tuple[str, dict[str, Any]]] = []
+    for output in outputs:
+        kind = output.get("type")
+        if kind == "stream":
+            sent.append(("stream", {"name": output.get("name", "stdout"),
+                                    "text": output.get("text", "")}))
+        elif kind == "display":
+            sent.append(("display_data", {"data": output.get("data", {}), "metadata": {}}))
+        elif kind == "error":
+            sent.append(("error", _error(output)))
+    return sent
+
+
+def _error(output: dict[str, Any]) -> dict[str, Any]:
+    traceback = output.get("traceback") or []
+    lines = traceback if isinstance(traceback, list) else str(traceback).splitlines()
+    return {"ename": output.get("ename", "Error"), "evalue": output.get("evalue", ""),
+            "traceback": [str(line) for line in lines]}
+
+
+class FrameBridge(Kernel):
+    implementation = "podcode"
+    implementation_version = "1"
+    banner = "podcode: cells run in the failed frame of the task's process"
+    language_info = {"name": "python", "mimetype": "text/x-python",
+                     "file_extension": ".py", "pygments_lexer": "ipython3",
+                     "codemirror_mode": {"name": "ipython", "version": 3}}
+    session_file = Path()
+
+    async def do_execute(self, code: str, silent: bool, store_history: bool = True,
+                         user_expressions: Any = None, allow_stdin: bool = False,
+                         **_: Any) -> dict[str, Any]:
+        if not code.strip():
+            return self._ok()
+        answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
+                                         {"code": code}, EXECUTE_TIMEOUT_SECONDS)
+        if "error" in answer and "outputs" not in answer:
+            answer = {"ok": False, "outputs": [{"type": "error", "ename": "podcode",
+                                                "evalue": answer["error"], "traceback": [
+                                                    f"podcode: {answer['error']}"]}]}
+        count = int(answer.get("execution_count") or self.execution_count)
+        sent = messages(answer.get("outputs", []))
+        if not silent:
+            for kind, content in sent:
+                self.send_response(self.iopub_socket, kind, content)  # type: ignore[no-untyped-call]
+        errors = [content for kind, content in sent if kind == "error"]
+        if errors:
+            return {"status": "error", "execution_count": count, **errors[-1]}
+        return self._ok()
+
+    def _ok(self) -> dict[str, Any]:
+        return {"status": "ok", "execution_count": self.execution_count, "payload": [],
+                "user_expressions": {}}
+
+    async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:
+        answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/interrupt",
+                                         {}, 10.0)
+        content = {"status": "ok"} if "error" not in answer else {
+            "status": "error", "ename": "podcode", "evalue": answer["error"], "traceback": []}
+        if answer.get("result") == "native":  # said in the running cell's output
+            self.send_response(self.iopub_socket, "stream",  # type: ignore[no-untyped-call]
+                               {"name": "stderr", "text": NATIVE}, channel="shell")
+        if self.session:
+            self.session.send(stream, "interrupt_reply", content, parent, ident=ident)
+
+
+def main(argv: list[str]) -> None:
+    if "--session-file" not in argv[:-1]:
+        raise SystemExit("usage: python -m interactive.session.notebook.bridge "
+                         "--session-file FILE -f CONNECTION_FILE")
+    at = argv.index("--session-file")
+    FrameBridge.session_file = Path(argv[at + 1])
+    IPKernelApp.launch_instance(argv=argv[:at] + argv[at + 2:], kernel_class=FrameBridge)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

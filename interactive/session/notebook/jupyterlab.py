@@ -1,0 +1,217 @@
+"""JupyterLab as the session's IDE (``ide="jupyter"``, the ``jupyter`` extra).
+
+JupyterLab is served like code-server: on ``bind:port``, behind the session's password
+(Jupyter's token; typed at JupyterLab's own login page), opening the starter notebook.
+Its one kernel, ``podcode``, is :mod:`.bridge`: every cell runs in the failed frame of
+the task's process, through the control API's ``/api/notebook/*`` routes, as the VS Code
+companion's cells do. Nothing of the user's Jupyter set-up is read or changed: the
+server's configuration and data folders are the session's own (``0700``, in the podcode
+home), and its kernel talks to it over Unix sockets in a ``0700`` temporary folder. The
+token is in a ``0600`` configuration file there while the server starts, never in its
+command line nor its environment (that its terminals and kernels inherit), and the file
+is removed once the server answers.
+
+JupyterLab is not restarted when it exits: the session says its IDE is down (the
+debugger and the control API still serve).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from server_bootstrap.codeserver import (
+    MARKER_VARIABLE,
+    child_environ,
+    http_status,
+    url_host,
+    write_private,
+)
+from server_bootstrap.errors import CodeServerStartError
+from server_bootstrap.process import stop_child_tree, tree_members
+
+log = logging.getLogger(__name__)
+
+KERNEL_NAME = "podcode"
+"""The kernel spec's name: the starter notebook's ``kernelspec`` names it."""
+START_TIMEOUT_SECONDS = 60.0
+STOP_GRACE_SECONDS = 5.0
+TAIL_LINES = 40
+QUIET_LAB = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                    "checkForUpdates": False},
+}
+"""JupyterLab's user settings for the session: no news feed and no update check (a pod
+is often offline, and the question would cover the notebook)."""
+MISSING = ("ide=\"jupyter\" needs JupyterLab in the task's environment: pip install "
+           "'podcode[jupyter]' (or jupyterlab) into the image")
+
+
+class JupyterUnavailable(CodeServerStartError):
+    """JupyterLab cannot be imported by the task's interpreter."""
+
+
+def available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("jupyterlab") is not None
+
+
+def kernel_spec(session_file: Path, label: str) -> dict[str, object]:
+    """The ``podcode`` kernel: the bridge, told where the session's endpoint file is
+    (not a secret; the file is ``0600``). Interrupts come as messages, which the bridge
+    forwards to the session."""
+    return {
+        "argv": [sys.executable, "-m", "interactive.session.notebook.bridge",
+                 "--session-file", str(session_file), "-f", "{connection_file}"],
+        "display_name": label,
+        "language": "python",
+        "interrupt_mode": "message",
+    }
+
+
+def command_line(*, root: Path, bind: str, port: int, opens: str) -> list[str]:
+    """The server's argument list (no secret in it): ``opens`` is the path, relative to
+    ``root``, JupyterLab shows first."""
+    return [
+        sys.executable, "-m", "jupyterlab",
+        "--no-browser",
+        f"--ServerApp.ip={bind}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        "--ContentsManager.allow_hidden=True",  # the notebook is under .vscode/podcode
+        "--KernelManager.transport=ipc",  # the kernel's sockets in a private folder
+        f"--LabApp.default_url=/lab/tree/{opens}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        *(["--allow-root"] if os.geteuid() == 0 else []),  # many images run as root
+    ]
+
+
+def prepare(folder: Path, runtime: Path, *, password: str | None, session_file: Path,
+            label: str) -> dict[str, str]:
+    """Write the server's private folders, its configuration (the token) and the kernel
+    spec; the environment variables that point JupyterLab at them. ``runtime``: where the
+    kernels' sockets go (a short path: a socket's path has at most 107 bytes)."""
+    config, data = folder / "config", folder / "data"
+    for path in (folder, config, data, data / "kernels" / KERNEL_NAME):
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_private(config / "jupyter_server_config.json",
+                  json.dumps({"IdentityProvider": {"token": password or ""}}))
+    write_private(data / "kernels" / KERNEL_NAME / "kernel.json",
+                  json.dumps(kernel_spec(session_file, label)))
+    settings = folder / "lab-settings"
+    for plugin, values in QUIET_LAB.items():
+        package, name = plugin.split(":")
+        write_private(settings / package / f"{name}.jupyterlab-settings", json.dumps(values))
+    return {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data),
+            "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(folder / "lab-workspaces"),
+            "JUPYTER_PLATFORM_DIRS": "1"}
+
+
+class JupyterLab:
+    """One JupyterLab server serving ``root`` on ``bind:port`` for a session."""
+
+    def __init__(self, *, root: Path, notebook: Path, folder: Path, bind: str, port: int,
+                 password: str | None, session_file: Path, label: str, marker: str) -> None:
+        self.root, self.notebook, self.folder = root, notebook, folder
+        self.bind, self.port = bind, port
+        self.url = ""
+        self.pid: int | None = None
+        self._password, self._session_file, self._label = password, session_file, label
+        self._marker = marker
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._stopping = False
+        self._runtime: Path | None = None
+
+    async def start(self, spawned: Callable[[], None] = lambda: None,
+                    timeout: float = START_TIMEOUT_SECONDS) -> None:
+        """Spawn the server and wait until it answers; :class:`CodeServerStartError` (with
+        its last output) when it exits or does not answer in ``timeout`` seconds."""
+        if not await asyncio.to_thread(available):
+            raise JupyterUnavailable(MISSING)
+        self._runtime = Path(tempfile.mkdtemp(prefix="podcode-jupyter-"))  # 0700
+        extra = await asyncio.to_thread(prepare, self.folder, self._runtime,
+                                        password=self._password,
+                                        session_file=self._session_file, label=self._label)
+        secret = self.folder / "config" / "jupyter_server_config.json"
+        opens = self.notebook.relative_to(self.root).as_posix()
+        args = command_line(root=self.root, bind=self.bind, port=self.port, opens=opens)
+        log.info("starting JupyterLab: %s", " ".join(args))
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *args, env={**child_environ(os.environ, {}, self._marker), **extra},
+                cwd=str(self.root), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            spawned()
+        self.pid = self._proc.pid
+        self._reader = asyncio.create_task(self._read_output(self._proc))
+        self.url = f"http://{url_host(self.bind)}:{self.port}/"
+        try:
+            await self._wait_ready(time.monotonic() + timeout)
+        except BaseException:
+            await self.stop()
+            raise
+        finally:
+            secret.unlink(missing_ok=True)
+        log.info("JupyterLab is ready at %s (pid %d)", self.url, self.pid)
+
+    async def _read_output(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        async for raw in proc.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            self._tail.append(line)
+            log.debug("jupyterlab: %s", line)
+
+    async def _wait_ready(self, deadline: float) -> None:
+        assert self._proc is not None
+        while await http_status(self.url, "/api") != 200:
+            if self._proc.returncode is not None:
+                raise CodeServerStartError(self._failure(f"exited with {self._proc.returncode}"))
+            if time.monotonic() > deadline:
+                raise CodeServerStartError(self._failure("did not answer in time"))
+            await asyncio.sleep(0.05)
+
+    def _failure(self, what: str) -> str:
+        output = "\n".join(self._tail) or "(no output)"
+        return f"JupyterLab {what}; its last output:\n{output}"
+
+    def pids(self) -> list[int]:
+        """Live processes of the server's tree (the server, its kernel, terminals)."""
+        if self._proc is None:
+            return []
+        return sorted(proc.pid for proc in tree_members(None, self._proc.pid, None))
+
+    async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:
+        """Wait on the server; raise when it exits unless it was stopped."""
+        assert self._proc is not None
+        code = await self._proc.wait()
+        if not self._stopping:
+            raise CodeServerStartError(self._failure(f"exited with {code}"))
+
+    async def stop(self) -> None:
+        """Stop the server and every process it started. Safe to call twice."""
+        self._stopping = True
+        proc = self._proc
+        if proc is None:
+            return
+        await stop_child_tree(proc, (MARKER_VARIABLE, self._marker), STOP_GRACE_SECONDS)
+        if self._reader is not None:
+            await self._reader
+        if self._runtime is not None:
+            shutil.rmtree(self._runtime, ignore_errors=True)
