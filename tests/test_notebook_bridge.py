@@ -3,13 +3,16 @@ as JupyterLab drives it, against a real control API serving a failed frame: a ce
 output, value and exception come back as Jupyter messages, an interrupt of a cell blocked
 in native code says so in that cell, and a cell sent while the task is not waiting is
 refused with the session's reason. And the JupyterLab server's set-up: its token only in
-a private file, and a session without JupyterLab that says what to install."""
+a private file, a session without JupyterLab that says what to install, and under
+torchrun a kernel for each local rank, in that rank's frame."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import stat
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,8 @@ from interactive.session.ide import start_ide
 from interactive.session.notebook import jupyterlab
 from interactive.session.notebook.jupyterlab import KERNEL_NAME, command_line, kernel_spec, prepare
 from tests.cli_fixture import served_api
-from tests.test_notebook_routes import Host, _failure
+from tests.notebook_fixture import Host, failure_of_failing
+from tests.torchrun_job import Torchrun, copy_example
 
 manager = pytest.importorskip("jupyter_client.manager")
 kernelspec = pytest.importorskip("jupyter_client.kernelspec")
@@ -41,21 +45,32 @@ async def _run(client: Any, code: str) -> tuple[dict[str, Any], list[tuple[str, 
     return reply["content"], seen
 
 
+@contextlib.asynccontextmanager
+async def running_kernel(kernels: Path, name: str) -> AsyncIterator[tuple[Any, Any]]:
+    """The kernel ``name`` of the specs in ``kernels``, started as JupyterLab starts it, and
+    a client ready to talk to it; shut down at the end."""
+    specs = kernelspec.KernelSpecManager(kernel_dirs=[str(kernels)])
+    kernel = manager.AsyncKernelManager(kernel_name=name, kernel_spec_manager=specs)
+    await kernel.start_kernel()
+    client = kernel.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        yield kernel, client
+    finally:
+        client.stop_channels()
+        await kernel.shutdown_kernel(now=True)
+
+
 async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path) -> None:
-    host, failure = Host(tmp_path), _failure()
+    host, failure = Host(tmp_path), failure_of_failing()
     async with served_api(host, failure=lambda: failure) as (_, url):
         session_file = tmp_path / "session.json"
         write_json(session_file, {"control_url": url, "token": "s3cret"}, mode=0o600)
         kernels = tmp_path / "kernels" / KERNEL_NAME
         kernels.mkdir(parents=True)
         (kernels / "kernel.json").write_text(json.dumps(kernel_spec(session_file, "frame")))
-        specs = kernelspec.KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-        kernel = manager.AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
-        await kernel.start_kernel()
-        client = kernel.client()
-        client.start_channels()
-        try:
-            await client.wait_for_ready(timeout=60)
+        async with running_kernel(tmp_path / "kernels", KERNEL_NAME) as (kernel, client):
             reply, seen = await _run(client, 'print("total is", total)\ntotal * 2')
             assert reply["status"] == "ok"
             assert seen == [("stream", {"name": "stdout", "text": "total is 12\n"}),
@@ -77,16 +92,14 @@ async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path)
             host.state.set(state=Phase.RESUMING)
             reply, seen = await _run(client, "1")
             assert reply["status"] == "error" and "resuming" in reply["evalue"], reply
-        finally:
-            client.stop_channels()
-            await kernel.shutdown_kernel(now=True)
 
 
 def test_the_servers_token_is_in_a_private_file_never_in_its_command_line(
     tmp_path: Path
 ) -> None:
+    kernels = {KERNEL_NAME: kernel_spec(tmp_path / "session.json", "podcode: job")}
     environ = prepare(tmp_path / "jupyter", tmp_path / "runtime", password="pa55word",
-                      session_file=tmp_path / "session.json", label="podcode: job")
+                      kernels=kernels)
     config = Path(environ["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
     assert json.loads(config.read_text()) == {"IdentityProvider": {"token": "pa55word"}}
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
@@ -107,3 +120,26 @@ async def test_without_jupyterlab_the_session_goes_on_and_says_what_to_install(
     assert ide is None
     [note] = notes
     assert "no IDE (JupyterLab)" in note and "pip install 'podcode[jupyter]'" in note
+
+
+@pytest.mark.slow
+async def test_each_local_rank_has_a_kernel_in_its_own_failed_frame(
+    tmp_path: Path, podcode_home: Path
+) -> None:
+    """torchrun, two ranks, ``ide="jupyter"``: the pod's JupyterLab (the leader's) offers a
+    kernel per local rank, and each one's cells run in that rank's process and frame."""
+    copy_example(tmp_path / "workspace")
+    job = Torchrun(tmp_path / "workspace", podcode_home, env={"PODCODE_IDE": "jupyter"})
+    try:
+        ranks = [job.wait_waiting(0), job.wait_waiting(1)]
+        [leader] = [local for local, record in enumerate(ranks) if record.get("leader")]
+        [kernels] = (podcode_home / f"rank-{leader}").glob("jupyter*/data/kernels")
+        names = {KERNEL_NAME: leader, f"{KERNEL_NAME}-rank-{1 - leader}": 1 - leader}
+        assert sorted(path.name for path in kernels.iterdir()) == sorted(names)
+        for name, local in names.items():
+            async with running_kernel(kernels, name) as (_, client):
+                reply, seen = await _run(client, "import os\nos.environ['LOCAL_RANK'], rank")
+            assert reply["status"] == "ok", seen
+            assert seen[-1][1]["data"]["text/plain"] == f"('{local}', {local})", (name, seen)
+    finally:
+        job.stop()

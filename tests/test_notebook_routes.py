@@ -5,9 +5,9 @@ task waits (409 otherwise), an interrupt, and the helpers a cell calls (here.*).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,58 +16,14 @@ import pytest
 
 from interactive.base.phases import Phase
 from interactive.base.settings import EditorSettings, Settings
-from interactive.base.state import SessionState
-from interactive.base.types import ExcInfo, TaskRef
-from interactive.storage.workspace import Snapshot
+from interactive.session.notebook import routes
 from tests.cli_fixture import served_api
-
-
-def _failing(rows: list[int]) -> None:
-    total = sum(rows)
-    raise ValueError(f"total too large: {total}")
-
-
-def _failure() -> ExcInfo:
-    try:
-        _failing([5, 7])
-    except ValueError:
-        kind, exc, tb = sys.exc_info()
-        assert kind is not None and exc is not None
-        return kind, exc, tb
-    raise AssertionError("no failure")
-
-
-class Host:
-    """The session as the notebook sees it."""
-
-    def __init__(self, root: Path) -> None:
-        self.state = SessionState("jobs.train", clock=lambda: 1000.0)
-        self.state.set(state=Phase.WAITING, error="ValueError: total too large: 12")
-        self.task = TaskRef("jobs.train", "jobs", "train", str(Path(__file__)))
-        self.workspace = self.config_root = root
-        self.home = root / "home"
-        self.id = "41-7"
-        self.capture = None
-        self.settings = Settings()
-        self.snapshot: Snapshot | None = Snapshot.take(root)
-        self.resumed = 0
-
-    def resume(self, peer: bool = False) -> dict[str, Any] | None:
-        self.resumed += 1
-        return {"patched": []}
-
-    def abort(self, peer: bool = False) -> None: ...
-
-    def keepalive(self, seconds: float) -> float | None:
-        return None
-
-    def peer_status(self) -> dict[str, Any]:
-        return {}
+from tests.notebook_fixture import Host, failure_of_failing
 
 
 @pytest.fixture
 async def api(tmp_path: Path):
-    host, failure = Host(tmp_path), _failure()
+    host, failure = Host(tmp_path), failure_of_failing()
     async with served_api(host, failure=lambda: failure) as (client, url):
         yield host, client, url
 
@@ -117,7 +73,7 @@ async def test_for_jupyterlab_the_starter_is_written_when_the_session_waits(
     tmp_path: Path
 ) -> None:
     """JupyterLab opens the starter notebook at once: nobody asks for it first."""
-    host, failure = Host(tmp_path), _failure()
+    host, failure = Host(tmp_path), failure_of_failing()
     host.settings = Settings(editor=EditorSettings(ide="jupyter"))
     host.state.set(state=Phase.RUNNING)
     path = host.config_root / ".vscode" / "podcode" / "notebook-41-7.ipynb"
@@ -159,3 +115,18 @@ async def test_an_idle_kernel_has_nothing_to_interrupt(api) -> None:
     _, client, _ = api
     async with client.post("/api/notebook/interrupt") as response:
         assert (await response.json()) == {"result": "idle"}
+
+
+async def test_a_running_cell_keeps_the_session_active(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cells' thread is podcode's (never counted as CPU activity): a long cell renews
+    the session's activity while it runs, so the idle monitor never reaps a working cell."""
+    monkeypatch.setattr(routes, "BUSY_TOUCH_SECONDS", 0.05)
+    host, failure = Host(tmp_path), failure_of_failing()
+    ticks = itertools.count(2000)
+    host.state.clock = lambda: float(next(ticks))
+    async with served_api(host, failure=lambda: failure) as (client, _):
+        shown = await _cell(client, "import time\ntime.sleep(0.6)\n'slept'")
+    assert shown["ok"]
+    assert host.state.last_activity >= 2004  # the request's own touch, then the cell's

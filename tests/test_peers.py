@@ -63,6 +63,25 @@ def test_one_leader_per_pod_until_it_lets_go(tmp_path: Path) -> None:
     second.release()
 
 
+def test_a_cleaned_up_rank_ends_after_the_leader_within_a_bound(tmp_path: Path) -> None:
+    """torchrun ends every rank once one ends: a rank cleaned up before the leader waits
+    for the leader's end (its final email, the pod's deletion), but not for ever."""
+    write(tmp_path, 1, state="reaping", leader=True, task="t")
+    peers, now, slept = Peers(tmp_path, TWO), [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+        if len(slept) == 3:  # the leader's cleanup is over: its task ended
+            write(tmp_path, 1, state="failed", leader=True, task="t")
+
+    assert peers.outlive_leader(60, poll=1, sleep=sleep, clock=lambda: now[0])
+    assert slept == [1, 1, 1]
+    write(tmp_path, 1, state="reaping", leader=True, task="t")  # a leader that never ends
+    assert not peers.outlive_leader(5, poll=1, sleep=sleep, clock=lambda: now[0])
+    assert len(slept) == 3 + 5
+
+
 class Recorder(http.server.BaseHTTPRequestHandler):
     seen: list[tuple[str, str | None, str | None]] = []
 

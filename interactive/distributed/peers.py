@@ -166,6 +166,22 @@ class Peers:
             None,
         )
 
+    def outlive_leader(self, timeout: float, poll: float = 0.2,
+                       sleep: Callable[[float], object] = time.sleep,
+                       clock: Callable[[], float] = time.monotonic) -> bool:
+        """Wait (at most ``timeout`` seconds) until no peer leads a session: a rank that
+        was cleaned up ends after the leader, which mails the owner and deletes the pod
+        (a launcher such as torchrun stops every rank as soon as one ends). Whether the
+        leader ended in time."""
+        deadline = clock() + timeout
+        while self.leader() is not None:
+            if clock() >= deadline:
+                log.warning("the leading rank did not end within %.0f s of this rank's "
+                            "cleanup; this rank ends now", timeout)
+                return False
+            sleep(poll)
+        return True
+
     def release(self) -> None:
         fd, self._lock_fd = self._lock_fd, None
         if fd is not None:

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 IDE_TIMEOUT_SECONDS = 60.0
 """How long the session waits for a code-server that is already installed to start."""
+LEADER_END_SECONDS = 180.0  # the leader's cleanup: its own grace, the final email (120 s)
 
 
 def make_home(home: Path, inner: Path) -> None:
@@ -411,24 +412,21 @@ class Session:
 
     async def _reap(self, notifier: Any) -> None:
         from interactive.culler.cleanup import cleanup
-        from interactive.storage.store import open_store
+        from interactive.storage.store import open_store_or_none
 
-        try:
-            store = open_store()
-        except Exception:
-            log.exception("the store cannot be opened; the edits cannot be saved")
-            store = None
         report = await cleanup(
             state=self.state,
             hooks=self.settings.hooks,
             snapshot=self.snapshot,
-            store=store,
+            store=await asyncio.to_thread(open_store_or_none),
             ide=self.ide,
             pod=None if others_open(self.id) else self.pod,  # they keep it: their IDE, task
             notifier=notifier,
             clock=self.clock,
         )
         self.ide = None if report.ide_stopped else self.ide
+        if self.peers is not None and not self.leader:  # the leader mails the owner, then ends
+            await asyncio.to_thread(self.peers.outlive_leader, LEADER_END_SECONDS)
         self.commands.put(Command(CommandKind.REAPED, report.edits_url))
 
     def save_edits(self, when: float | None = None) -> str | None:

@@ -14,6 +14,7 @@ leave no temporary file behind.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
@@ -22,6 +23,8 @@ from typing import Protocol, TypeVar
 from interactive.base.errors import PodcodeError
 from interactive.base.files import TEMP_SUFFIX
 from interactive.base.settings import podcode_home
+
+log = logging.getLogger(__name__)
 
 PARTIAL_SUFFIX = TEMP_SUFFIX
 """Suffix of a file being written; never synced, never read as a finished file."""
@@ -136,6 +139,16 @@ def open_store(environ: Mapping[str, str] | None = None) -> Store:
     if root is not None:
         return LocalStore(root)
     return FsspecStore(url.rstrip("/"), remote_fs(url))
+
+
+def open_store_or_none() -> Store | None:
+    """:func:`open_store`, or None (logged) when it cannot be opened: a cleanup goes on
+    without saving the edits."""
+    try:
+        return open_store()
+    except Exception:
+        log.exception("the store cannot be opened; the edits cannot be saved")
+        return None
 
 
 def clean_path(rel_path: str) -> str:

@@ -39,7 +39,11 @@ def endpoint(session_file: Path) -> tuple[str, str]:
 
 def post(session_file: Path, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     """``POST`` to the session's control API; an error answer as ``{"error": ...}``."""
-    url, token = endpoint(session_file)
+    try:
+        url, token = endpoint(session_file)
+    except (OSError, ValueError, KeyError) as exc:
+        return {"error": f"no session serves this kernel now ({session_file}: {exc!r}): its "
+                         "task has not failed, or its session has ended"}
     if not url.startswith("http://"):
         return {"error": f"the session's control URL is not http: {url!r}"}
     request = urllib.request.Request(  # noqa: S310 - http, checked above

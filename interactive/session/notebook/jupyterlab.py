@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from server_bootstrap.codeserver import (
@@ -97,18 +97,29 @@ def command_line(*, root: Path, bind: str, port: int, opens: str) -> list[str]:
     ]
 
 
-def prepare(folder: Path, runtime: Path, *, password: str | None, session_file: Path,
-            label: str) -> dict[str, str]:
+def rank_kernels(task: str, ranks: Mapping[int, Path]) -> dict[str, dict[str, object]]:
+    """A kernel for each other local rank of a distributed task (``ranks``: each one's
+    session record, which holds its control URL and token): its cells run in that rank's
+    failed frame, once it waits in a session."""
+    return {f"{KERNEL_NAME}-rank-{local}": kernel_spec(
+                record, f"podcode: {task}, local rank {local} (failed frame)")
+            for local, record in sorted(ranks.items())}
+
+
+def prepare(folder: Path, runtime: Path, *, password: str | None,
+            kernels: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
     """Write the server's private folders, its configuration (the token) and the kernel
-    spec; the environment variables that point JupyterLab at them. ``runtime``: where the
-    kernels' sockets go (a short path: a socket's path has at most 107 bytes)."""
+    specs (by name); the environment variables that point JupyterLab at them.
+    ``runtime``: where the kernels' sockets go (a short path: a socket's path has at most
+    107 bytes)."""
     config, data = folder / "config", folder / "data"
-    for path in (folder, config, data, data / "kernels" / KERNEL_NAME):
+    for path in (folder, config, data):
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_private(config / "jupyter_server_config.json",
                   json.dumps({"IdentityProvider": {"token": password or ""}}))
-    write_private(data / "kernels" / KERNEL_NAME / "kernel.json",
-                  json.dumps(kernel_spec(session_file, label)))
+    for name, spec in kernels.items():
+        (data / "kernels" / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_private(data / "kernels" / name / "kernel.json", json.dumps(spec))
     settings = folder / "lab-settings"
     for plugin, values in QUIET_LAB.items():
         package, name = plugin.split(":")
@@ -123,12 +134,20 @@ class JupyterLab:
     """One JupyterLab server serving ``root`` on ``bind:port`` for a session."""
 
     def __init__(self, *, root: Path, notebook: Path, folder: Path, bind: str, port: int,
-                 password: str | None, session_file: Path, label: str, marker: str) -> None:
+                 password: str | None, kernels: Mapping[str, Mapping[str, object]],
+                 marker: str) -> None:
         self.root, self.notebook, self.folder = root, notebook, folder
         self.bind, self.port = bind, port
+        self.kernels = kernels
+        """The kernel specs by name: :data:`KERNEL_NAME` (this session's) first."""
         self.url = ""
         self.pid: int | None = None
-        self._password, self._session_file, self._label = password, session_file, label
+        """Always None: the idle monitor leaves out of the activity the processes of an IDE's
+        tree that run its launcher's executable (code-server's node), but JupyterLab's
+        kernels and terminals run the user's work on the same Python as the server. So all
+        of JupyterLab's tree counts; the server itself, with a browser tab open, and the
+        bridge kernel use next to no CPU."""
+        self._password = password
         self._marker = marker
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -144,8 +163,7 @@ class JupyterLab:
             raise JupyterUnavailable(MISSING)
         self._runtime = Path(tempfile.mkdtemp(prefix="podcode-jupyter-"))  # 0700
         extra = await asyncio.to_thread(prepare, self.folder, self._runtime,
-                                        password=self._password,
-                                        session_file=self._session_file, label=self._label)
+                                        password=self._password, kernels=self.kernels)
         secret = self.folder / "config" / "jupyter_server_config.json"
         opens = self.notebook.relative_to(self.root).as_posix()
         args = command_line(root=self.root, bind=self.bind, port=self.port, opens=opens)
@@ -159,7 +177,6 @@ class JupyterLab:
             )
         finally:
             spawned()
-        self.pid = self._proc.pid
         self._reader = asyncio.create_task(self._read_output(self._proc))
         self.url = f"http://{url_host(self.bind)}:{self.port}/"
         try:
@@ -169,7 +186,7 @@ class JupyterLab:
             raise
         finally:
             secret.unlink(missing_ok=True)
-        log.info("JupyterLab is ready at %s (pid %d)", self.url, self.pid)
+        log.info("JupyterLab is ready at %s (pid %d)", self.url, self._proc.pid)
 
     async def _read_output(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+BUSY_TOUCH_SECONDS = 30.0
+"""While a cell runs, the session's activity is renewed this often (its thread is
+podcode's, which the CPU sampler never counts)."""
 PRESENT_TIMEOUT_SECONDS = 10.0
 """How long the starter waits for the failure to be presented, once the session waits."""
 RESUME_TIMEOUT_SECONDS = 60.0
@@ -172,8 +175,11 @@ def add_routes(app: web.Application, notebook: Notebook,
         state = notebook.host.state.state
         if state not in RESUMABLE or notebook.failure() is None:
             return _error(f"the task is {state}: cells run while it waits in the session", 409)
-        result = await asyncio.wrap_future(notebook.kernel.execute(code))
-        return web.json_response(result.as_dict())
+        running = asyncio.wrap_future(notebook.kernel.execute(code))
+        while not running.done():  # a cell that runs is work: the session is not idle
+            await asyncio.wait({running}, timeout=BUSY_TOUCH_SECONDS)
+            notebook.host.state.touch()
+        return web.json_response(running.result().as_dict())
 
     async def interrupt(request: web.Request) -> web.Response:
         result = await in_thread(notebook.kernel.interrupt, "notebook-interrupt")

@@ -1,0 +1,57 @@
+"""The session as the notebook's routes see it: a fake host, and a failure to serve
+(``_failing`` raised ``ValueError`` with ``total = 12`` and ``rows = [5, 7]`` in its frame)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from interactive.base.phases import Phase
+from interactive.base.settings import Settings
+from interactive.base.state import SessionState
+from interactive.base.types import ExcInfo, TaskRef
+from interactive.storage.workspace import Snapshot
+
+
+def _failing(rows: list[int]) -> None:
+    total = sum(rows)
+    raise ValueError(f"total too large: {total}")
+
+
+def failure_of_failing() -> ExcInfo:
+    try:
+        _failing([5, 7])
+    except ValueError:
+        kind, exc, tb = sys.exc_info()
+        assert kind is not None and exc is not None
+        return kind, exc, tb
+    raise AssertionError("no failure")
+
+
+class Host:
+    """The session as the notebook sees it."""
+
+    def __init__(self, root: Path) -> None:
+        self.state = SessionState("jobs.train", clock=lambda: 1000.0)
+        self.state.set(state=Phase.WAITING, error="ValueError: total too large: 12")
+        self.task = TaskRef("jobs.train", "jobs", "train", str(Path(__file__)))
+        self.workspace = self.config_root = root
+        self.home = root / "home"
+        self.id = "41-7"
+        self.capture = None
+        self.settings = Settings()
+        self.snapshot: Snapshot | None = Snapshot.take(root)
+        self.resumed = 0
+
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        self.resumed += 1
+        return {"patched": []}
+
+    def abort(self, peer: bool = False) -> None: ...
+
+    def keepalive(self, seconds: float) -> float | None:
+        return None
+
+    def peer_status(self) -> dict[str, Any]:
+        return {}
