@@ -184,11 +184,13 @@ def _login_link(record: dict[str, Any]) -> str:
     return link
 
 
-def start_job(workspace: Path, home: Path) -> subprocess.Popen[bytes]:
-    """:data:`JOB` started in ``workspace`` with podcode on and its own ``home``."""
+def start_job(workspace: Path, home: Path,
+              extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """:data:`JOB` started in ``workspace`` with podcode on, its own ``home`` and the
+    ``extra`` environment variables."""
     workspace.mkdir()
     (workspace / "job.py").write_text(JOB)
-    env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home)}
+    env = {**os.environ, "PODCODE_ENABLE": "1", "PODCODE_HOME": str(home), **(extra or {})}
     return subprocess.Popen([sys.executable, "job.py"], cwd=workspace, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
