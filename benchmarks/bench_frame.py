@@ -195,16 +195,22 @@ def start_job(workspace: Path, home: Path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def waiting_session(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The record of the job's session once it waits (an error if the job ends first)."""
+    record = wait_until(lambda: _session(home) or proc.poll() is not None, "a waiting session",
+                        TIMEOUT_S, POLL_S)
+    if record is True:
+        raise RuntimeError("the job exited before its session opened")
+    return dict(record)
+
+
 def time_to_frame(root: Path, browser: Any) -> float:
     """A failing decorated task: its exception to its locals in the Variables view."""
     workspace, home = root / "ws", root / "home"
     proc = start_job(workspace, home)
     context = browser.new_context(viewport=VIEWPORT)
     try:
-        record = wait_until(lambda: _session(home) or proc.poll() is not None, "a waiting session",
-                            TIMEOUT_S, POLL_S)
-        if record is True:
-            raise RuntimeError("the job exited before its session opened")
+        record = waiting_session(home, proc)
         page = _watching(context, VARIABLE_ROW, r"^total\s*=\s*12$")
         page.goto(_login_link(record))  # what podcode attach prints: nothing to type
         # No click or key after the login: the companion starts the post-mortem by itself.

@@ -29,17 +29,14 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_frame import (  # noqa: E402
-    POLL_S,
     TIMEOUT_MS,
-    TIMEOUT_S,
     VIEWPORT,
-    _session,
     _stop,
     in_rounds,
     start_job,
+    waiting_session,
 )
 from interactive.base.settings import IdleSettings  # noqa: E402
-from tests.waiting import wait_until  # noqa: E402
 
 ROUNDS = 3
 SETTLE_S = 20.0
@@ -69,10 +66,7 @@ def idle_tab(root: Path, browser: Any) -> float:
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     try:
-        record = wait_until(lambda: _session(home) or proc.poll() is not None,
-                            "a waiting session", TIMEOUT_S, POLL_S)
-        if record is True:
-            raise RuntimeError("the job exited before its session opened")
+        record = waiting_session(home, proc)
         page.goto(record["code_server_url"])
         page.fill("input[type=password]", record["password"])
         page.keyboard.press("Enter")

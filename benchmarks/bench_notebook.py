@@ -44,12 +44,12 @@ from benchmarks.bench_frame import (  # noqa: E402
     VARIABLE_ROW,
     VIEWPORT,
     _login_link,
-    _session,
     _stop,
     _summary,
     in_rounds,
     start_job,
     time_to_frame,
+    waiting_session,
 )
 from tests.waiting import wait_until  # noqa: E402
 
@@ -106,10 +106,7 @@ def notebook_round(root: Path, browser: Any) -> tuple[float, list[float], list[f
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     try:
-        record = wait_until(lambda: _session(home) or proc.poll() is not None,
-                            "a waiting session", TIMEOUT_S, POLL_S)
-        if record is True:
-            raise RuntimeError("the job exited before its session opened")
+        record = waiting_session(home, proc)
         page.goto(_login_link(record))
         # As a person: the IDE opens stopped in the failed frame, then the notebook is opened
         # (opened earlier, the debugger's stop would bring job.py to the front over it).
