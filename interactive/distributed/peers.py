@@ -203,8 +203,9 @@ class Peers:
         running = [p.local_rank for p in others if p.state == Phase.RUNNING]
         if command == CommandKind.RESUME and running:
             log.warning(
-                "local ranks %s are not in a session (still running their task): "
-                "they do not resume with this one",
+                "local ranks %s are not in a session: this resume does not reach them (a "
+                "rank running its task goes on with it; a Ray Train worker waiting on the "
+                "job's bug board takes the fix from the board)",
                 running,
             )
         return told
