@@ -365,11 +365,11 @@ class Session:
 
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
+        self._postmortem.present(excinfo)  # first: whoever sees "waiting" finds the frame
         self.state.set(
             state=Phase.WAITING, error=error, attempt=self.state.attempt + 1, reap_at=None
         )
         self.state.touch()
-        self._postmortem.present(excinfo)
         self._record()
 
     async def _watch(self) -> None:

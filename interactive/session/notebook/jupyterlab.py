@@ -117,8 +117,7 @@ def prepare(folder: Path, runtime: Path, *, password: str | None,
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_private(config / "jupyter_server_config.json",
                   json.dumps({"IdentityProvider": {"token": password or ""}}))
-    for name, spec in kernels.items():
-        (data / "kernels" / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+    for name, spec in kernels.items():  # its folder made 0700 by write_private
         write_private(data / "kernels" / name / "kernel.json", json.dumps(spec))
     settings = folder / "lab-settings"
     for plugin, values in QUIET_LAB.items():

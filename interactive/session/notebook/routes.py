@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -38,8 +37,6 @@ log = logging.getLogger(__name__)
 BUSY_TOUCH_SECONDS = 30.0
 """While a cell runs, the session's activity is renewed this often (its thread is
 podcode's, which the CPU sampler never counts)."""
-PRESENT_TIMEOUT_SECONDS = 10.0
-"""How long the starter waits for the failure to be presented, once the session waits."""
 RESUME_TIMEOUT_SECONDS = 60.0
 """How long ``here.resume()`` waits for the session to plan the resume."""
 
@@ -109,17 +106,14 @@ class Notebook:
                 stops.pop()()  # once, whichever thread comes first
             except IndexError:
                 return
-            loop.call_soon_threadsafe(loop.run_in_executor, None, self._open_when_failed)
+            loop.call_soon_threadsafe(loop.run_in_executor, None, self._open_logged)
 
         stops.append(self.host.state.watch(changed))
         changed()
 
-    def _open_when_failed(self) -> None:
-        """Write the starter once the failure is presented (just after the session says
-        it waits); the starter names the failed frame."""
-        deadline = time.monotonic() + PRESENT_TIMEOUT_SECONDS
-        while self.failure() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+    def _open_logged(self) -> None:
+        """Write the starter (the session presents the failure before it says it waits:
+        the starter names the failed frame)."""
         try:
             self.open()
         except OSError as exc:
