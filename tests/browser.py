@@ -50,6 +50,10 @@ if __name__ == "__main__":
 """
 """A task that fails in ``middle`` (line 11) with ``total = 12`` in its frame, after calling
 ``helpers.scale`` (line 9): what the browser tests debug."""
+MIDDLE_HELPERS = "def scale(value):\n    return value * 2\n"
+"""The ``helpers.py`` :data:`MIDDLE_JOB` imports: ``scale`` doubles, which is the bug."""
+MIDDLE_FIXED = "def scale(value):\n    return value\n"
+"""``helpers.py`` as the engineer fixes it: ``middle([1, 2, 3])`` then returns 6."""
 
 
 async def log_in(page: Any, record: dict[str, Any]) -> None:

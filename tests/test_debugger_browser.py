@@ -21,6 +21,8 @@ import pytest
 from tests.browser import (
     ARTIFACTS,
     MARKS,
+    MIDDLE_FIXED,
+    MIDDLE_HELPERS,
     MIDDLE_JOB,
     VIEWPORT,
     chromium_page,
@@ -35,8 +37,6 @@ playwright_api = pytest.importorskip("playwright.async_api")
 
 pytestmark = [pytest.mark.codeserver, *MARKS]
 
-HELPERS = "def scale(value):\n    return value * 2\n"
-FIXED = "def scale(value):\n    return value\n"
 JOB = MIDDLE_JOB
 BREAK_LINE = 9  # total += scale(value)
 RAISE_LINE = 11
@@ -70,7 +70,7 @@ async def _toggle_breakpoint(page: Any, editor: Any, line: int) -> None:
 async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
     job: Job, code_server_binary: Path, tmp_path: Path
 ) -> None:
-    job.write("helpers.py", HELPERS)
+    job.write("helpers.py", MIDDLE_HELPERS)
     job.write("job.py", JOB)
     record = job.start().wait_state("waiting", timeout=120)
     assert job.proc is not None
@@ -133,7 +133,7 @@ async def test_postmortem_breakpoint_fix_and_resume_in_the_pods_vscode(
             await page.keyboard.press("Backspace")
             await page.keyboard.press("Backspace")
             await page.keyboard.press("Control+S")
-            await eventually(lambda: (job.workspace / "helpers.py").read_text() == FIXED,
+            await eventually(lambda: (job.workspace / "helpers.py").read_text() == MIDDLE_FIXED,
                              timeout=60, poll=0.1)
 
             ports = page.locator('[id="status.forwardedPorts"]')
@@ -182,7 +182,7 @@ async def _stopped_in_chromium(
     """The failing job's session waiting, and a Chromium page logged in to it and stopped
     in the failed frame by itself: ``(page, record)``. A block that fails leaves a
     screenshot ``failure`` in artifacts/; one that ends aborts the session."""
-    job.write("helpers.py", HELPERS)
+    job.write("helpers.py", MIDDLE_HELPERS)
     job.write("job.py", JOB)
     record = job.start().wait_state("waiting", timeout=120)
     async with chromium_page(tmp_path / "chromium-profile", viewport=VIEWPORT,

@@ -22,6 +22,8 @@ from tests.browser import (
     ARTIFACTS,
     CHROMIUM,
     MARKS,
+    MIDDLE_FIXED,
+    MIDDLE_HELPERS,
     MIDDLE_JOB,
     VIEWPORT,
     chromium_in_namespace_of,
@@ -38,8 +40,6 @@ pytest.importorskip("pandas")
 
 pytestmark = [pytest.mark.codeserver, pytest.mark.slow, *MARKS]
 
-HELPERS = "def scale(value):\n    return value * 2\n"
-FIXED = "def scale(value):\n    return value\n"
 CELLS: list[tuple[str, str | None]] = [
     ('print("total is", total)', "text=total is 12"),
     ("import matplotlib.pyplot as plt\n"
@@ -88,7 +88,7 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
     the task, its code-server and Chromium see loopback only, so nothing is downloaded."""
     wrapper = offline_wrapper()
     offline = wrapper is not None
-    job.write("helpers.py", HELPERS)
+    job.write("helpers.py", MIDDLE_HELPERS)
     job.write("job.py", MIDDLE_JOB)
     record = job.start(wrapper=wrapper).wait_state("waiting", timeout=120)
     assert job.proc is not None
@@ -121,7 +121,7 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             after = job.session()  # the record: the API may be in another network namespace
             assert after is not None and after["state"] == "waiting", after  # the cell raised
 
-            job.write("helpers.py", FIXED)
+            job.write("helpers.py", MIDDLE_FIXED)
             await run_cells(page, [("from interactive.session.notebook import here\n"
                                     "here.resume()", None)])
             assert job.wait_exit(timeout=60) == 0

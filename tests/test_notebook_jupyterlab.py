@@ -22,6 +22,8 @@ from tests.browser import (
     ARTIFACTS,
     CHROMIUM,
     MARKS,
+    MIDDLE_FIXED,
+    MIDDLE_HELPERS,
     MIDDLE_JOB,
     VIEWPORT,
     chromium_in_namespace_of,
@@ -37,8 +39,6 @@ pytest.importorskip("pandas")
 
 pytestmark = [pytest.mark.slow, *MARKS]
 
-HELPERS = "def scale(value):\n    return value * 2\n"
-FIXED = "def scale(value):\n    return value\n"
 OUTPUT = ".jp-OutputArea-output"
 CELLS: list[tuple[str, str]] = [
     ('print("total is", total)', f"{OUTPUT} >> text=total is 12"),
@@ -72,7 +72,7 @@ async def test_jupyterlab_cells_run_in_the_failed_frame_and_resume_the_task(
     job: Job, tmp_path: Path
 ) -> None:
     wrapper = offline_wrapper()
-    job.write("helpers.py", HELPERS)
+    job.write("helpers.py", MIDDLE_HELPERS)
     job.write("job.py", MIDDLE_JOB)
     record = job.start(env={"PODCODE_IDE": "jupyter"}, wrapper=wrapper).wait_state(
         "waiting", timeout=120)
@@ -111,7 +111,7 @@ async def test_jupyterlab_cells_run_in_the_failed_frame_and_resume_the_task(
             await page.locator(f"{OUTPUT} >> text=KeyboardInterrupt").first.wait_for()
             assert time.monotonic() - asked < 30  # it would never end by itself
 
-            job.write("helpers.py", FIXED)
+            job.write("helpers.py", MIDDLE_FIXED)
             await run_cell(page, "from interactive.session.notebook import here\nhere.resume()")
             assert job.wait_exit(timeout=60) == 0
         except BaseException:
