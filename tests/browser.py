@@ -30,6 +30,12 @@ MARKS = [
 """Add ``pytest.mark.codeserver`` where the test also runs code-server."""
 VIEWPORT: ViewportSize = {"width": 1100, "height": 640}
 """Small enough that a screenshot fits in the docs as it is."""
+IN_CELL = """() => {
+  const active = document.activeElement;
+  return Boolean(active && active.closest('.code-cell-row') && active.closest('.monaco-editor'));
+}"""
+"""The keyboard's focus is in a notebook code cell's editor (``page.wait_for_function``):
+what a person types goes into the cell."""
 MIDDLE_JOB = """\
 from interactive import vscode
 from helpers import scale

@@ -40,6 +40,7 @@ class Host:
         self.home = root / "home"
         self.id = "41-7"
         self.capture = None
+        self.peers = None
         self.settings = Settings()
         self.snapshot: Snapshot | None = Snapshot.take(root)
         self.resumed = 0

@@ -21,6 +21,7 @@ import pytest
 from tests.browser import (
     ARTIFACTS,
     CHROMIUM,
+    IN_CELL,
     MARKS,
     MIDDLE_FIXED,
     MIDDLE_HELPERS,
@@ -109,10 +110,8 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             # The companion's kernel is selected, named after the session's task.
             await page.get_by_text("podcode: job.py:middle (failed frame)").first.wait_for()
             await page.keyboard.press("Control+B")  # the side bar closed too
-            # A new code cell (the toolbar's "+ Code"), its editor focused.
-            await page.locator(".notebook-toolbar-container").get_by_text(
-                "Code", exact=True).first.click()
-            await page.locator(".code-cell-row .cell-editor-container").first.click()
+            # The cursor waits in the starter's empty cell: type, and run.
+            await page.wait_for_function(IN_CELL, polling=50)
             await run_cells(page, CELLS[:2])
             await (await in_outputs(page, "img")).wait_for(state="visible")
             await page.wait_for_timeout(500)  # the output's height settles

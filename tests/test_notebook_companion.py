@@ -64,3 +64,26 @@ def test_the_kernels_outputs_become_notebook_outputs() -> None:
     assert json.loads(data) == {"name": "IndexError", "message": "list index out of range",
                                 "stack": "Traceback ...\nIndexError: list index out of range\n"}
     assert convert({}) == []
+
+
+TARGETS = """
+const { targets } = require(process.argv[2] + '/notebook.js');
+const found = targets(JSON.parse(process.argv[1]));
+console.log(JSON.stringify(found.map((t) => [t.key, t.label, t.record || null])));
+"""
+
+
+def targets(session: dict[str, Any]) -> list[list[Any]]:
+    assert NODE is not None
+    done = subprocess.run([NODE, "-e", TARGETS, json.dumps(session), str(LIB)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def test_the_notebook_offers_each_local_ranks_frame() -> None:
+    """One process: its own frame only; a distributed task's leader: every local rank's
+    (the others through their session records)."""
+    assert targets({}) == [["own", "this task", None]]
+    assert targets({"localRank": 0, "ranks": [{"local_rank": 1, "record": "/h/rank-1/s.json"}]}) \
+        == [["own", "local rank 0", None], ["rank-1", "local rank 1", "/h/rank-1/s.json"]]

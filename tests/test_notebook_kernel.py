@@ -15,7 +15,7 @@ import pytest
 
 from interactive.base.types import ExcInfo
 from interactive.session.notebook import outputs
-from interactive.session.notebook.kernel import FrameKernel, failed_frame, split
+from interactive.session.notebook.kernel import FrameKernel, failed_frame, namespace, split
 
 WAIT = 60.0
 
@@ -77,6 +77,18 @@ def test_a_cell_sees_the_frames_locals_and_globals(kernel: FrameKernel) -> None:
     # a comprehension sees the frame's locals too (a function scope of its own before 3.12)
     assert plain(run(kernel, "[v + total for v in values]")) == ["[13, 14, 15]"]
     assert plain(run(kernel, "_task.__name__")) == ["'_task'"]  # the module's globals
+
+
+def test_the_helpers_are_there_as_here_unless_the_frame_has_a_here(kernel: FrameKernel) -> None:
+    assert plain(run(kernel, "here.__name__")) == ["'interactive.session.notebook.here'"]
+    assert namespace_of({"here": 7})["here"] == 7  # the frame's own name wins
+
+
+def namespace_of(names: dict[str, Any]) -> dict[str, Any]:
+    """The cells' namespace for a module-level frame whose globals are ``names``."""
+    scope = dict(names)
+    exec("import sys\nframe = sys._getframe()", scope)  # noqa: S102 - a fixed test string
+    return namespace(scope["frame"])
 
 
 def test_names_a_cell_assigns_stay_for_the_next_cells(kernel: FrameKernel) -> None:

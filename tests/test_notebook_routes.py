@@ -53,6 +53,8 @@ async def test_the_starter_notebook_is_written_once(api) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     notebook = json.loads(path.read_text())
     assert notebook["nbformat"] == 4
+    scratch = notebook["cells"][opened["cell"]]  # where the IDE puts the cursor: empty
+    assert scratch["cell_type"] == "code" and scratch["source"] == ""
     text = "\n".join(cell["source"] for cell in notebook["cells"])
     assert "def _failing(rows" in text  # the failed function's source
     assert "ValueError: total too large: 12" in text
@@ -130,3 +132,10 @@ async def test_a_running_cell_keeps_the_session_active(
         shown = await _cell(client, "import time\ntime.sleep(0.6)\n'slept'")
     assert shown["ok"]
     assert host.state.last_activity >= 2004  # the request's own touch, then the cell's
+
+
+def test_a_distributed_tasks_kernel_names_its_local_rank() -> None:
+    from interactive.session.notebook.starter import label
+
+    assert label("train") == "podcode: train (failed frame)"
+    assert label("train", 1) == "podcode: train, local rank 1 (failed frame)"

@@ -196,7 +196,8 @@ def test_a_distributed_task_gets_an_attach_per_rank_and_a_compound(tmp_path: Pat
         "compounds": [{"name": "my compound", "configurations": ["mine"]}],
     }
     (vscode_folder / "launch.json").write_text(json.dumps(user))
-    ranks = (RankEndpoint(0, "127.0.0.1", 5678), RankEndpoint(1, "127.0.0.1", 5690))
+    ranks = (RankEndpoint(0, "127.0.0.1", 5678),
+             RankEndpoint(1, "127.0.0.1", 5690, "/podcode/rank-1/session.json"))
     write(tmp_path, tmp_path / "home", ranks)
     launch = write(tmp_path, tmp_path / "home", ranks)  # twice: ours replaced, not doubled
     attach = [c for c in launch["configurations"] if c.get("request") == "attach"]
@@ -209,6 +210,10 @@ def test_a_distributed_task_gets_an_attach_per_rank_and_a_compound(tmp_path: Pat
         user["compounds"][0],
         {"name": "podcode: attach all ranks of fit", "configurations": [c["name"] for c in attach]},
     ]
+    # The companion's notebook can run in each rank's frame: it finds the other's record.
+    companion = json.loads((vscode_folder / "podcode-session.json").read_text())
+    assert companion["local_rank"] == 0
+    assert companion["ranks"] == [{"local_rank": 1, "record": "/podcode/rank-1/session.json"}]
 
 
 USERS_LAUNCH = """{

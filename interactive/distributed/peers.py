@@ -100,8 +100,17 @@ class Peers:
     _lock_fd: int | None = field(default=None, init=False, repr=False)
 
     # -- reading ---------------------------------------------------------------------
+    def record_path(self, local_rank: int) -> Path:
+        """Where ``local_rank`` writes its session record (its control URL and token)."""
+        return self.base / f"rank-{local_rank}" / FILE
+
+    def other_records(self) -> dict[int, Path]:
+        """Every other local rank's record path, by local rank (there or not yet)."""
+        return {local: self.record_path(local) for local in range(self.info.local_world_size)
+                if local != self.info.local_rank}
+
     def read(self, local_rank: int) -> Peer | None:
-        record = SessionRecord.load(self.base / f"rank-{local_rank}" / FILE)
+        record = SessionRecord.load(self.record_path(local_rank))
         if record is None:
             return None
         alive = record.pid is not None and process_started(record.pid) == record.started

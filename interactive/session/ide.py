@@ -136,7 +136,8 @@ async def _start_jupyter(root: Path, *, home: Path, bind: str, port: int, passwo
                          note: Callable[[str], None], session: str, task: str,
                          launching: Callable[[], None]) -> Ide | None:
     """JupyterLab for the session, ready; None (said in a note) when it cannot start."""
-    from interactive.session.notebook import routes, starter
+    from interactive.distributed import peers
+    from interactive.session.notebook import starter
     from interactive.session.notebook.jupyterlab import (
         KERNEL_NAME,
         JupyterLab,
@@ -146,11 +147,14 @@ async def _start_jupyter(root: Path, *, home: Path, bind: str, port: int, passwo
     from interactive.session.vscode_files import OWN_SESSION_FILE
     from server_bootstrap.errors import BootstrapError
 
-    own = kernel_spec(root / ".vscode" / OWN_SESSION_FILE.format(session), routes.label(task))
+    group = peers.current()
+    own = kernel_spec(root / ".vscode" / OWN_SESSION_FILE.format(session), starter.label(
+        task, None if group is None else group.info.local_rank))
+    others = {} if group is None else group.other_records()
     server = JupyterLab(
         root=root, notebook=starter.notebook_path(root, session),
         folder=home / f"jupyter{session.removeprefix(own_session_id())}", bind=bind, port=port,
-        password=password, kernels={KERNEL_NAME: own, **rank_kernels(task, _other_ranks())},
+        password=password, kernels={KERNEL_NAME: own, **rank_kernels(task, others)},
         marker=session,
     )
     try:
@@ -160,19 +164,6 @@ async def _start_jupyter(root: Path, *, home: Path, bind: str, port: int, passwo
         return None
     log.info("JupyterLab serves %s at %s", root, server.url)
     return server
-
-
-def _other_ranks() -> dict[int, Path]:
-    """The session records of this pod's other local ranks, by local rank (none for a
-    single process): the IDE's notebook can run cells in each one's frame."""
-    from interactive.base.record import FILE
-    from interactive.distributed import peers
-
-    group = peers.current()
-    if group is None:
-        return {}
-    return {local: group.base / f"rank-{local}" / FILE
-            for local in range(group.info.local_world_size) if local != group.info.local_rank}
 
 
 def _without_ide(name: str, why: Exception, note: Callable[[str], None]) -> None:

@@ -78,7 +78,7 @@ class _Written:
     companion file's content."""
 
     launch: dict[str, Any]
-    companion: dict[str, str]
+    companion: dict[str, Any]
 
 
 _users: dict[Path, dict[str, _Written]] = {}
@@ -88,11 +88,14 @@ holds the configurations of all of them; the last one to close restores the fold
 
 @dataclass(frozen=True)
 class RankEndpoint:
-    """Where one local rank's debugger listens (an attach configuration each)."""
+    """Where one local rank's debugger listens (an attach configuration each), and where
+    its session record is (its control API: the IDE's notebook runs cells in that rank's
+    frame); ``record`` is None for this rank."""
 
     local_rank: int
     host: str
     port: int
+    record: str | None = None
 
 
 def rank_endpoints(
@@ -105,7 +108,8 @@ def rank_endpoints(
     known = {p.local_rank: p for p in peers.others() if p.alive}
     endpoints = []
     for local in range(peers.info.local_world_size):
-        if local == peers.info.local_rank:
+        record = None if local == peers.info.local_rank else str(peers.record_path(local))
+        if record is None:
             host, port = own
         elif local in known and (peer_port := known[local].record.debug_port) is not None:
             host, port = known[local].record.debug_host or ports.bind, peer_port
@@ -113,7 +117,7 @@ def rank_endpoints(
             host, port = ports.bind, ports.debug_port + local
         else:
             continue
-        endpoints.append(RankEndpoint(local, host, port))
+        endpoints.append(RankEndpoint(local, host, port, record))
     return endpoints
 
 
@@ -174,10 +178,21 @@ def write_configurations(
         sessions = _users.setdefault(workspace.resolve(), {})
         prune_dead_sessions(folder, live=[*sessions, session])
         companion = {**control, "task": task.name, "postmortem": postmortem_name(written),
-                     "host": HOST}
+                     "host": HOST, **_ranks(ranks)}
         sessions[session] = _Written(written, companion)
         _write_shared(folder, sessions, session)
         return folder / "launch.json"
+
+
+def _ranks(ranks: Sequence[RankEndpoint]) -> dict[str, Any]:
+    """For the companion file of a distributed task: this rank's local rank and the other
+    ranks' records (the notebook can run in each one's frame); nothing for one process."""
+    if not ranks:
+        return {}
+    own = [rank.local_rank for rank in ranks if rank.record is None]
+    return {**({"local_rank": own[0]} if len(own) == 1 else {}),
+            "ranks": [{"local_rank": rank.local_rank, "record": rank.record}
+                      for rank in ranks if rank.record is not None]}
 
 
 def postmortem_name(launch: dict[str, Any]) -> str:

@@ -101,8 +101,9 @@ def rank_kernels(task: str, ranks: Mapping[int, Path]) -> dict[str, dict[str, ob
     """A kernel for each other local rank of a distributed task (``ranks``: each one's
     session record, which holds its control URL and token): its cells run in that rank's
     failed frame, once it waits in a session."""
-    return {f"{KERNEL_NAME}-rank-{local}": kernel_spec(
-                record, f"podcode: {task}, local rank {local} (failed frame)")
+    from interactive.session.notebook.starter import label
+
+    return {f"{KERNEL_NAME}-rank-{local}": kernel_spec(record, label(task, local))
             for local, record in sorted(ranks.items())}
 
 

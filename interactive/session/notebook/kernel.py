@@ -66,10 +66,14 @@ def failed_frame(excinfo: ExcInfo, workspace: Path | None = None) -> FrameType:
 
 
 def namespace(frame: FrameType) -> dict[str, Any]:
-    """The cells' namespace for ``frame``: its globals, its locals over them (copies)."""
+    """The cells' namespace for ``frame``: its globals, its locals over them (copies), and
+    the notebook's helpers as ``here`` unless the frame has a name ``here`` of its own."""
+    from interactive.session.notebook import here
+
     names = dict(frame.f_globals)
     names.update(frame.f_locals)
     names.setdefault("__builtins__", __builtins__)
+    names.setdefault("here", here)
     return names
 
 

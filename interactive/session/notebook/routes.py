@@ -1,7 +1,8 @@
 """The control API's notebook routes, behind the session's bearer token like every route:
 
 - ``POST /api/notebook/open``: write the starter notebook (once) into the session's
-  ``.vscode/podcode/`` folder; ``{"path", "created", "label"}``;
+  ``.vscode/podcode/`` folder; ``{"path", "created", "label", "cell"}`` (``cell``: the
+  index of its empty code cell, where the IDE puts the cursor);
 - ``POST /api/notebook/execute`` ``{"code": "..."}``: run a cell in the failed frame;
   ``{"outputs": [...], "ok", "execution_count"}`` once it ran (409 while the task is not
   waiting in the session);
@@ -30,6 +31,7 @@ from interactive.session.notebook.kernel import FrameKernel, failed_frame
 
 if TYPE_CHECKING:
     from interactive.base.settings import Settings
+    from interactive.distributed.peers import Peers
     from interactive.storage.workspace import Snapshot
 
 log = logging.getLogger(__name__)
@@ -52,16 +54,13 @@ class Host(Protocol):
     id: str
     capture: Any
     settings: Settings
+    peers: Peers | None
+    """A distributed task's ranks (None for one process)."""
     snapshot: Snapshot | None
     """The workspace as the session opened: the starter notebook is watched from when
     it is written, so that the engineer's changes to it are saved with the edits."""
 
     def resume(self, peer: bool = False) -> dict[str, Any] | None: ...
-
-
-def label(task: str) -> str:
-    """The kernel's name in the IDE."""
-    return f"podcode: {task} (failed frame)"
 
 
 class Notebook:
@@ -132,7 +131,9 @@ class Notebook:
         watched = host.snapshot
         if created and watched is not None and path.resolve().is_relative_to(watched.root):
             watched.adopt(path.resolve().relative_to(watched.root).as_posix())
-        return {"path": str(path), "created": created, "label": label(host.task.name)}
+        local = host.peers.info.local_rank if host.peers is not None else None
+        return {"path": str(path), "created": created,
+                "label": starter.label(host.task.name, local), "cell": starter.SCRATCH_CELL}
 
     def close(self) -> None:
         self.kernel.close()

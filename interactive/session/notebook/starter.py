@@ -19,6 +19,14 @@ from interactive.base.files import write_json
 from interactive.base.names import folder_name
 
 HERE = "from interactive.session.notebook import here\n"
+SCRATCH_CELL = 1
+"""The starter's empty code cell, right under its title: the IDE puts the cursor there."""
+
+
+def label(task: str, local_rank: int | None = None) -> str:
+    """The kernel's name in the IDE (a distributed task's names the local rank)."""
+    rank = "" if local_rank is None else f", local rank {local_rank}"
+    return f"podcode: {task}{rank} (failed frame)"
 
 
 def notebook_path(config_root: Path, session: str) -> Path:
@@ -56,7 +64,9 @@ def render(task: str, error: str | None, where: str, source: str) -> dict[str, A
         _markdown(f"# {task} failed\n\n`{error or 'no error'}` at `{where}`\n\n"
                   "Every cell runs in the failed frame, in the task's process: its locals and "
                   "globals as the debugger shows them. Names a cell assigns stay for the next "
-                  "cells. Interrupt a cell that runs too long with the stop button."),
+                  "cells, and `here` holds podcode's helpers (below). Interrupt a cell that "
+                  "runs too long with the stop button. Type your first cell just below."),
+        _code(""),
         _markdown(f"## The task's code\n\n{fence}python\n{source.rstrip()}\n{fence}"
                   if source else "## The task's code\n\n(its source could not be read)"),
         _code(f"{HERE}here.error()  # the exception, with its traceback"),

@@ -6,6 +6,7 @@
 'use strict';
 
 const client = require('./client');
+const { fromFile } = require('./session');
 
 const CONTROLLER_ID = 'podcode-failed-frame';
 const NOTEBOOK_TYPE = 'jupyter-notebook';
@@ -48,17 +49,35 @@ function answerError(answer) {
   return answer.body && answer.body.error ? answer.body.error : `the session answered ${answer.status}`;
 }
 
-function register(vscode, context, { currentSession, log }) {
-  const controller = vscode.notebooks.createNotebookController(
-    CONTROLLER_ID, NOTEBOOK_TYPE, 'podcode: failed frame');
-  controller.supportedLanguages = ['python'];
-  controller.supportsExecutionOrder = true;
-  controller.description = 'cells run in the failed task\'s frame, in its process';
+// The sessions a notebook can run in: this IDE's own, and in a distributed task each other
+// local rank's (its session file, read when used: a rank is in a session once it failed).
+function targets(session) {
+  const own = { key: 'own', label: Number.isInteger(session.localRank)
+    ? `local rank ${session.localRank}` : 'this task', detail: 'the failed frame this IDE debugs' };
+  return [own, ...(session.ranks || []).map((rank) => ({
+    key: `rank-${rank.local_rank}`, label: `local rank ${rank.local_rank}`,
+    detail: 'its own process and failed frame', record: rank.record,
+  }))];
+}
 
-  async function run(cell, session) {
+// {session} for a target, or {problem} in words.
+function targetSession(target, currentSession) {
+  if (!target.record) {
+    const session = currentSession();
+    return session ? { session } : { problem: 'no podcode session found' };
+  }
+  const found = fromFile(target.record);
+  return found.session ? { session: found.session }
+    : { problem: found.problem || `${target.label} is not in a session: its task has not failed, or its session has ended` };
+}
+
+function register(vscode, context, { currentSession, log }) {
+  const controllers = new Map(); // target key -> {controller, target}
+
+  async function run(controller, cell, session) {
     const execution = controller.createNotebookCellExecution(cell);
     execution.start(Date.now());
-    await execution.clearOutput();
+    execution.clearOutput(); // not awaited: the edits keep their order, the cell starts at once
     let ok = false;
     try {
       const answer = await client.execute(session, cell.document.getText());
@@ -75,34 +94,62 @@ function register(vscode, context, { currentSession, log }) {
     execution.end(ok, Date.now());
   }
 
-  controller.executeHandler = async (cells) => {
-    const session = currentSession();
-    for (const cell of cells) {
+  // The kernel of one target: the own one is there from the start; a rank's once opened.
+  function controllerFor(target) {
+    if (controllers.has(target.key)) {
+      return controllers.get(target.key).controller;
+    }
+    const id = target.key === 'own' ? CONTROLLER_ID : `${CONTROLLER_ID}-${target.key}`;
+    const controller = vscode.notebooks.createNotebookController(
+      id, NOTEBOOK_TYPE, 'podcode: failed frame');
+    controller.supportedLanguages = ['python'];
+    controller.supportsExecutionOrder = true;
+    controller.description = target.record
+      ? `cells run in ${target.label}'s failed frame, in its process`
+      : 'cells run in the failed task\'s frame, in its process';
+    controller.executeHandler = async (cells) => {
+      const { session, problem } = targetSession(target, currentSession);
+      for (const cell of cells) {
+        if (!session) {
+          const execution = controller.createNotebookCellExecution(cell);
+          execution.start(Date.now());
+          await execution.replaceOutput(failureOutput(vscode, problem));
+          execution.end(false, Date.now());
+        } else {
+          await run(controller, cell, session);
+        }
+      }
+    };
+    controller.interruptHandler = async () => {
+      const { session } = targetSession(target, currentSession);
       if (!session) {
-        const execution = controller.createNotebookCellExecution(cell);
-        execution.start(Date.now());
-        await execution.replaceOutput(failureOutput(vscode, 'no podcode session found'));
-        execution.end(false, Date.now());
-      } else {
-        await run(cell, session);
+        return;
       }
-    }
-  };
+      try {
+        const answer = await client.interrupt(session);
+        if (answer.body && answer.body.result === 'native') {
+          vscode.window.showWarningMessage('podcode: the cell is blocked in native code; it stops when that call returns to Python');
+        }
+      } catch (err) {
+        log(`interrupt failed: ${err.message}`);
+      }
+    };
+    controllers.set(target.key, { controller, target });
+    context.subscriptions.push(controller);
+    return controller;
+  }
 
-  controller.interruptHandler = async () => {
-    const session = currentSession();
-    if (!session) {
-      return;
+  // Which session's frame: this IDE's, or (a distributed task) the local rank picked.
+  async function choose(session) {
+    const all = targets(session);
+    if (all.length === 1) {
+      return all[0];
     }
-    try {
-      const answer = await client.interrupt(session);
-      if (answer.body && answer.body.result === 'native') {
-        vscode.window.showWarningMessage('podcode: the cell is blocked in native code; it stops when that call returns to Python');
-      }
-    } catch (err) {
-      log(`interrupt failed: ${err.message}`);
-    }
-  };
+    return vscode.window.showQuickPick(all, {
+      title: 'podcode: open the notebook of which rank?',
+      placeHolder: 'each rank\'s notebook runs in that rank\'s failed frame',
+    });
+  }
 
   async function open() {
     const session = currentSession();
@@ -110,31 +157,51 @@ function register(vscode, context, { currentSession, log }) {
       vscode.window.showErrorMessage('podcode: no session: no failed frame to open a notebook on');
       return;
     }
+    const target = await choose(session);
+    if (!target) {
+      return;
+    }
+    const { session: own, problem } = targetSession(target, currentSession);
+    if (!own) {
+      vscode.window.showErrorMessage(`podcode: no notebook: ${problem}`);
+      return;
+    }
     try {
-      const answer = await client.openNotebook(session);
+      const answer = await client.openNotebook(own);
       if (answer.status !== 200 || !answer.body) {
         vscode.window.showErrorMessage(`podcode: no notebook: ${answerError(answer)}`);
         return;
       }
+      const controller = controllerFor(target);
       controller.label = answer.body.label;
-      const document = await vscode.workspace.openNotebookDocument(vscode.Uri.file(answer.body.path));
+      const uri = vscode.Uri.file(answer.body.path);
+      const shown = vscode.window.visibleNotebookEditors.some(
+        (editor) => editor.notebook.uri.toString() === uri.toString());
+      const document = await vscode.workspace.openNotebookDocument(uri);
       controller.updateNotebookAffinity(document, vscode.NotebookControllerAffinity.Preferred);
-      await vscode.window.showNotebookDocument(document);
+      const editor = await vscode.window.showNotebookDocument(document);
       await vscode.commands.executeCommand('notebook.selectKernel',
-        { id: CONTROLLER_ID, extension: context.extension.id });
+        { id: controller.id, extension: context.extension.id });
+      if (!shown && Number.isInteger(answer.body.cell) && answer.body.cell < document.cellCount) {
+        // Newly shown: the cursor waits in the starter's empty cell, ready for a first cell.
+        const range = new vscode.NotebookRange(answer.body.cell, answer.body.cell + 1);
+        editor.selections = [range];
+        editor.revealRange(range);
+        await vscode.commands.executeCommand('notebook.cell.edit');
+      }
     } catch (err) {
       vscode.window.showErrorMessage(`podcode: could not open the notebook: ${err.message}`);
     }
   }
 
+  controllerFor(targets({}).find((target) => target.key === 'own'));
   const item = vscode.window.createStatusBarItem('podcode.notebook', vscode.StatusBarAlignment.Left, 99);
   item.name = 'podcode notebook';
   item.text = '$(notebook) notebook';
   item.tooltip = 'podcode: Open notebook on the failure (its cells run in the failed frame)';
   item.command = 'podcode.openNotebook';
-  context.subscriptions.push(controller, item,
-    vscode.commands.registerCommand('podcode.openNotebook', open));
-  return { open, controller, item };
+  context.subscriptions.push(item, vscode.commands.registerCommand('podcode.openNotebook', open));
+  return { open, item };
 }
 
 // The status bar's notebook item is there while the task waits in the session.
@@ -149,4 +216,4 @@ function showWhile(item, state) {
   }
 }
 
-module.exports = { register, cellOutputs, showWhile, CONTROLLER_ID };
+module.exports = { register, cellOutputs, showWhile, targets, CONTROLLER_ID };

@@ -27,6 +27,12 @@ function fromEnvironment(env) {
   return null;
 }
 
+// A distributed task's other local ranks: [{local_rank, record}] (each one's session file).
+function otherRanks(ranks) {
+  return Array.isArray(ranks) ? ranks.filter((rank) => rank && Number.isInteger(rank.local_rank)
+    && typeof rank.record === 'string') : [];
+}
+
 // Returns {session} or {problem}; never throws.
 function fromFile(file) {
   let stat;
@@ -47,7 +53,7 @@ function fromFile(file) {
   if (!data || typeof data.control_url !== 'string' || typeof data.token !== 'string') {
     return { problem: `${file} lacks "control_url" or "token"` };
   }
-  return { session: { controlUrl: data.control_url, token: data.token, task: data.task || null, postmortem: typeof data.postmortem === 'string' ? data.postmortem : null, source: file } };
+  return { session: { controlUrl: data.control_url, token: data.token, task: data.task || null, postmortem: typeof data.postmortem === 'string' ? data.postmortem : null, source: file, localRank: Number.isInteger(data.local_rank) ? data.local_rank : null, ranks: otherRanks(data.ranks) } };
 }
 
 // folders: workspace folder paths. Returns {session, problems}.
