@@ -1,13 +1,13 @@
 """The notebook in the failed frame, in the pod's own code-server, driven in Chromium as a
 person works: a task fails, the IDE opens stopped in the failed frame, the engineer opens
 the notebook from the status bar (podcode: Open notebook on the failure) and runs cells in
-that frame: one prints a local,
-one draws a matplotlib figure (an image in the output), one shows a DataFrame (a table),
-one raises (a traceback; the session keeps waiting); then the fix is saved and a cell
-resumes the workflow, which ends with the fixed result. With the network cut where a
-namespace can be made: the task, its code-server and Chromium in a network namespace with
-loopback only (nothing is downloaded). A screenshot of the figure goes to
-artifacts/notebook-figure.png (docs/images shows it)."""
+that frame: one prints a local, one draws a matplotlib figure (an image in the output), one
+shows a DataFrame (a table), one raises (a traceback; the session keeps waiting), one that
+would never end is interrupted from the toolbar; then the fix is saved and a cell resumes
+the workflow, which ends with the fixed result. With the network cut where a namespace can
+be made: the task, its code-server and Chromium in a network namespace with loopback only
+(nothing is downloaded). A screenshot of the figure goes to artifacts/notebook-figure.png
+(docs/images shows it)."""
 
 from __future__ import annotations
 
@@ -119,6 +119,12 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             await run_cells(page, CELLS[2:])
             after = job.session()  # the record: the API may be in another network namespace
             assert after is not None and after["state"] == "waiting", after  # the cell raised
+
+            # A cell that would never end, stopped from the notebook's toolbar.
+            await run_cells(page, [("while True: pass", None)])
+            await page.locator(".notebook-toolbar-container").get_by_text(
+                "Interrupt", exact=True).click()
+            await in_outputs(page, "text=KeyboardInterrupt")
 
             job.write("helpers.py", MIDDLE_FIXED)
             await run_cells(page, [("from interactive.session.notebook import here\n"

@@ -10,6 +10,10 @@ const { fromFile } = require('./session');
 
 const CONTROLLER_ID = 'podcode-failed-frame';
 const NOTEBOOK_TYPE = 'jupyter-notebook';
+// An interrupt that finds no cell running while one is in flight is sent again this often,
+// this many times (the cell's request may not have reached the task yet).
+const INTERRUPT_RETRY_MS = 100;
+const INTERRUPT_ATTEMPTS = 30;
 const RICHEST_FIRST = ['image/png', 'text/html', 'text/plain'];
 
 // One output of the kernel ({type: stream|display|error}) as VS Code's NotebookCellOutput.
@@ -74,9 +78,7 @@ function targetSession(target, currentSession) {
 function register(vscode, context, { currentSession, log }) {
   const controllers = new Map(); // target key -> {controller, target}
 
-  async function run(controller, cell, session) {
-    const execution = controller.createNotebookCellExecution(cell);
-    execution.start(Date.now());
+  async function run(execution, cell, session) {
     execution.clearOutput(); // not awaited: the edits keep their order, the cell starts at once
     let ok = false;
     try {
@@ -107,28 +109,48 @@ function register(vscode, context, { currentSession, log }) {
     controller.description = target.record
       ? `cells run in ${target.label}'s failed frame, in its process`
       : 'cells run in the failed task\'s frame, in its process';
+    let inFlight = 0; // cells posted to the session and not answered yet
+    let interrupts = 0; // cells queued before an interrupt do not run (as in Jupyter)
     controller.executeHandler = async (cells) => {
       const { session, problem } = targetSession(target, currentSession);
+      const queuedAfter = interrupts;
       for (const cell of cells) {
+        const execution = controller.createNotebookCellExecution(cell);
+        execution.start(Date.now());
         if (!session) {
-          const execution = controller.createNotebookCellExecution(cell);
-          execution.start(Date.now());
           await execution.replaceOutput(failureOutput(vscode, problem));
           execution.end(false, Date.now());
+        } else if (interrupts !== queuedAfter) {
+          execution.end(false, Date.now());
         } else {
-          await run(controller, cell, session);
+          inFlight += 1;
+          try {
+            await run(execution, cell, session);
+          } finally {
+            inFlight -= 1;
+          }
         }
       }
     };
     controller.interruptHandler = async () => {
+      interrupts += 1;
       const { session } = targetSession(target, currentSession);
       if (!session) {
         return;
       }
       try {
-        const answer = await client.interrupt(session);
-        if (answer.body && answer.body.result === 'native') {
-          vscode.window.showWarningMessage('podcode: the cell is blocked in native code; it stops when that call returns to Python');
+        // A cell posted a moment ago may not run in the task yet (the session answers
+        // "idle"): ask again until it does, or until no cell is in flight.
+        for (let attempt = 0; attempt < INTERRUPT_ATTEMPTS; attempt += 1) {
+          const answer = await client.interrupt(session);
+          const result = answer.body && answer.body.result;
+          if (result === 'native') {
+            vscode.window.showWarningMessage('podcode: the cell is blocked in native code; it stops when that call returns to Python');
+          }
+          if (result !== 'idle' || inFlight === 0) {
+            return;
+          }
+          await new Promise((resolve) => { setTimeout(resolve, INTERRUPT_RETRY_MS); });
         }
       } catch (err) {
         log(`interrupt failed: ${err.message}`);
