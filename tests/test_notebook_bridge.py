@@ -89,6 +89,12 @@ async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path)
             assert "blocked in native code" in said, seen
             assert reply["ename"] == "KeyboardInterrupt"  # once the call returned
 
+            # Asked at once, before the cell runs in the task: it is interrupted all the same.
+            running = asyncio.ensure_future(_run(client, "while True: pass"))
+            await kernel.interrupt_kernel()
+            reply, _ = await running
+            assert reply["ename"] == "KeyboardInterrupt", reply
+
             host.state.set(state=Phase.RESUMING)
             reply, seen = await _run(client, "1")
             assert reply["status"] == "error" and "resuming" in reply["evalue"], reply

@@ -27,6 +27,10 @@ from ipykernel.kernelbase import Kernel
 EXECUTE_TIMEOUT_SECONDS = 24 * 3600.0
 """A cell may run as long as the session waits; an interrupt ends it sooner."""
 
+INTERRUPT_RETRY_SECONDS, INTERRUPT_ATTEMPTS = 0.1, 30
+"""An interrupt that finds no cell running while one is in flight is sent again (the
+cell's request may not have reached the task yet), this often, this many times."""
+
 NATIVE = ("podcode: the cell is blocked in native code (a C call such as time.sleep or a "
           "blocking read); it stops when that call returns to Python\n")
 
@@ -91,14 +95,20 @@ class FrameBridge(Kernel):
                      "file_extension": ".py", "pygments_lexer": "ipython3",
                      "codemirror_mode": {"name": "ipython", "version": 3}}
     session_file = Path()
+    in_flight = 0
+    """Cells posted to the session and not answered yet."""
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: Any = None, allow_stdin: bool = False,
                          **_: Any) -> dict[str, Any]:
         if not code.strip():
             return self._ok()
-        answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
-                                         {"code": code}, EXECUTE_TIMEOUT_SECONDS)
+        self.in_flight += 1
+        try:
+            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
+                                             {"code": code}, EXECUTE_TIMEOUT_SECONDS)
+        finally:
+            self.in_flight -= 1
         if "error" in answer and "outputs" not in answer:
             answer = {"ok": False, "outputs": [{"type": "error", "ename": "podcode",
                                                 "evalue": answer["error"], "traceback": [
@@ -118,8 +128,12 @@ class FrameBridge(Kernel):
                 "user_expressions": {}}
 
     async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:
-        answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/interrupt",
-                                         {}, 10.0)
+        for _ in range(INTERRUPT_ATTEMPTS):
+            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/interrupt",
+                                             {}, 10.0)
+            if answer.get("result") != "idle" or not self.in_flight:
+                break
+            await asyncio.sleep(INTERRUPT_RETRY_SECONDS)
         content = {"status": "ok"} if "error" not in answer else {
             "status": "error", "ename": "podcode", "evalue": answer["error"], "traceback": []}
         if answer.get("result") == "native":  # said in the running cell's output
