@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +57,7 @@ class Host:
 
     def peer_status(self) -> dict[str, Any]:
         return {}
+
+
+GATE = threading.Event()
+"""A cell can wait on it (``import tests.notebook_fixture``): the test opens it."""

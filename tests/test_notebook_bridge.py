@@ -24,6 +24,7 @@ from interactive.base.settings import EditorSettings
 from interactive.session.ide import start_ide
 from interactive.session.notebook import jupyterlab
 from interactive.session.notebook.jupyterlab import KERNEL_NAME, command_line, kernel_spec, prepare
+from tests import notebook_fixture
 from tests.cli_fixture import served_api
 from tests.notebook_fixture import Host, failure_of_failing
 from tests.torchrun_job import Torchrun, copy_example
@@ -88,6 +89,25 @@ async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path)
             said = "".join(content.get("text", "") for _, content in seen)
             assert "blocked in native code" in said, seen
             assert reply["ename"] == "KeyboardInterrupt"  # once the call returned
+
+            # Prints come as they happen: the cell goes on once the client has seen the first.
+            notebook_fixture.GATE.clear()
+
+            shown: list[tuple[str, Any]] = []
+
+            def first_seen(message: dict[str, Any]) -> None:
+                content = message["content"]
+                if message["msg_type"] in ("stream", "display_data"):
+                    shown.append((message["msg_type"], content.get("text") or content["data"]))
+                if content.get("text") == "first\n":
+                    notebook_fixture.GATE.set()
+
+            reply = await client.execute_interactive(
+                "import tests.notebook_fixture as gate\nprint('first')\n"
+                "print('second', gate.GATE.wait(20))\n'done'", output_hook=first_seen, timeout=60)
+            assert reply["content"]["status"] == "ok"
+            assert shown == [("stream", "first\n"), ("stream", "second True\n"),
+                             ("display_data", {"text/plain": "'done'"})]
 
             # Asked at once, before the cell runs in the task: it is interrupted all the same.
             running = asyncio.ensure_future(_run(client, "while True: pass"))

@@ -3,7 +3,8 @@ person works: a task fails, the IDE opens stopped in the failed frame, the engin
 the notebook from the status bar (podcode: Open notebook on the failure) and runs cells in
 that frame: one prints a local, one draws a matplotlib figure (an image in the output), one
 shows a DataFrame (a table), one raises (a traceback; the session keeps waiting), one that
-would never end is interrupted from the toolbar; then the fix is saved and a cell resumes
+would never end is interrupted from the toolbar (and one that prints, its print shown
+while it runs); then the fix is saved and a cell resumes
 the workflow, which ends with the fixed result. With the network cut where a namespace can
 be made: the task, its code-server and Chromium in a network namespace with loopback only
 (nothing is downloaded). A screenshot of the figure goes to artifacts/notebook-figure.png
@@ -53,9 +54,9 @@ CELLS: list[tuple[str, str | None]] = [
 ]
 
 
-async def in_outputs(page: Any, selector: str, timeout: float = 120) -> Any:
+async def in_outputs(page: Any, selector: str, timeout: float = 120, count: int = 1) -> Any:
     """The first element matching ``selector`` in the notebook's outputs (they render in
-    nested webview frames)."""
+    nested webview frames), once ``count`` of them are there in one frame."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for frame in page.frames:
@@ -63,7 +64,7 @@ async def in_outputs(page: Any, selector: str, timeout: float = 120) -> Any:
                 continue  # the workbench itself: its own images and tables are not outputs
             try:
                 found = frame.locator(selector)
-                if await found.count() > 0:
+                if await found.count() >= count:
                     return found.first
             except playwright_api.Error:
                 continue  # a frame that went away as we looked
@@ -120,11 +121,16 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             after = job.session()  # the record: the API may be in another network namespace
             assert after is not None and after["state"] == "waiting", after  # the cell raised
 
-            # A cell that would never end, stopped from the notebook's toolbar.
+            # A cell that would never end, stopped from the notebook's toolbar at once; then
+            # one whose print shows while it runs, stopped once it has shown.
+            interrupt = page.locator(".notebook-toolbar-container").get_by_text(
+                "Interrupt", exact=True)
             await run_cells(page, [("while True: pass", None)])
-            await page.locator(".notebook-toolbar-container").get_by_text(
-                "Interrupt", exact=True).click()
+            await interrupt.click()
             await in_outputs(page, "text=KeyboardInterrupt")
+            await run_cells(page, [("print('looping')\nwhile True: pass", "text=looping")])
+            await interrupt.click()
+            await in_outputs(page, "text=KeyboardInterrupt", count=2)
 
             job.write("helpers.py", MIDDLE_FIXED)
             await run_cells(page, [("from interactive.session.notebook import here\n"

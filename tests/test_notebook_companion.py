@@ -87,3 +87,41 @@ def test_the_notebook_offers_each_local_ranks_frame() -> None:
     assert targets({}) == [["own", "this task", None]]
     assert targets({"localRank": 0, "ranks": [{"local_rank": 1, "record": "/h/rank-1/s.json"}]}) \
         == [["own", "local rank 0", None], ["rank-1", "local rank 1", "/h/rank-1/s.json"]]
+
+
+STREAMING = """
+const client = require(process.argv[2] + '/client.js');
+const session = { controlUrl: process.argv[3], token: 's3cret' };
+client.executeStreaming(session, process.argv[1], (output) => {
+  console.log('OUTPUT ' + JSON.stringify(output));
+}).then((answer) => console.log('RESULT ' + JSON.stringify(answer)),
+  (err) => console.log('FAILED ' + err.message));
+"""
+
+
+async def test_the_companion_shows_a_cells_prints_while_it_runs(tmp_path: Path) -> None:
+    """The companion's client, against the session's real control API: the first print
+    comes while the cell waits for the test to have seen it; then the cell's answer."""
+    import asyncio
+
+    from tests import notebook_fixture
+    from tests.cli_fixture import served_api
+    from tests.notebook_fixture import Host, failure_of_failing
+
+    assert NODE is not None
+    notebook_fixture.GATE.clear()
+    code = "import tests.notebook_fixture as gate\nprint('first')\ngate.GATE.wait(30)\n'done'"
+    failure = failure_of_failing()
+    async with served_api(Host(tmp_path), failure=lambda: failure) as (_, url):
+        node = await asyncio.create_subprocess_exec(
+            NODE, "-e", STREAMING, code, str(LIB), url, stdout=asyncio.subprocess.PIPE)
+        assert node.stdout is not None
+        first = (await asyncio.wait_for(node.stdout.readline(), 60)).decode()
+        notebook_fixture.GATE.set()
+        rest = (await asyncio.wait_for(node.stdout.read(), 60)).decode()
+        await node.wait()
+    assert first == 'OUTPUT {"type":"stream","name":"stdout","text":"first\\n"}\n'
+    assert rest.startswith("RESULT "), rest
+    answer = json.loads(rest.removeprefix("RESULT "))
+    assert answer["status"] == 200 and answer["body"]["ok"], answer
+    assert answer["body"]["outputs"][-1] == {"type": "display", "data": {"text/plain": "'done'"}}

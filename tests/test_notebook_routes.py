@@ -139,3 +139,41 @@ def test_a_distributed_tasks_kernel_names_its_local_rank() -> None:
 
     assert label("train") == "podcode: train (failed frame)"
     assert label("train", 1) == "podcode: train, local rank 1 (failed frame)"
+
+
+async def test_a_streamed_cell_sends_its_prints_as_they_come(api) -> None:
+    """The first print reaches the client while the cell still runs (it waits for the test
+    to have read it); then the whole answer, as without streaming."""
+    from tests import notebook_fixture
+
+    _, client, _ = api
+    notebook_fixture.GATE.clear()
+    code = ("import tests.notebook_fixture as gate\nprint('first', total)\n"
+            "gate.GATE.wait(30)\nprint('second')\n'done'")
+    lines = []
+    async with client.post("/api/notebook/execute", json={"code": code, "stream": True}) as answer:
+        assert answer.status == 200 and answer.content_type == "application/x-ndjson"
+        lines.append(json.loads(await answer.content.readline()))
+        notebook_fixture.GATE.set()  # only now can the cell go on
+        async for raw in answer.content:
+            lines.append(json.loads(raw))
+    assert lines[0] == {"output": {"type": "stream", "name": "stdout", "text": "first 12\n"}}
+    assert lines[-1]["result"]["outputs"] == [
+        {"type": "stream", "name": "stdout", "text": "first 12\nsecond\n"},
+        {"type": "display", "data": {"text/plain": "'done'"}}]
+
+
+def test_streamed_prints_are_merged_and_capped() -> None:
+    from interactive.session.notebook import printed
+
+    loop = asyncio.new_event_loop()
+    try:
+        sent = printed.Printed(loop)
+        for text in ("a", "b", "c" * printed.MAX_STREAMED_CHARS):
+            sent("stdout", text)
+        sent("stderr", "lost: past the cap")
+        [out] = sent.take()
+        assert out["text"] == ("ab" + "c" * printed.MAX_STREAMED_CHARS)[:printed.MAX_STREAMED_CHARS]
+        assert sent.take() == []
+    finally:
+        loop.close()

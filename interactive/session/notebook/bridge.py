@@ -4,8 +4,8 @@ A small kernel process that JupyterLab starts from the session's kernel spec
 (:mod:`.jupyterlab`). It holds no namespace of its own: each cell goes to the session's
 ``POST /api/notebook/execute`` (loopback, the session's bearer token, read from the
 session's ``0600`` companion file), runs there on the frame kernel's thread in the
-task's process, and its outputs (streams, rich displays, the traceback) come back as
-Jupyter messages. An interrupt request is ``POST /api/notebook/interrupt``. So
+task's process, and its outputs come back as Jupyter messages: what it prints as it
+prints it, then its rich displays and traceback. An interrupt request is ``POST /api/notebook/interrupt``. So
 JupyterLab and VS Code's notebook see one namespace: the failed frame's.
 
     python -m interactive.session.notebook.bridge --session-file FILE -f CONNECTION_FILE
@@ -18,6 +18,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,11 @@ def endpoint(session_file: Path) -> tuple[str, str]:
     return str(data["control_url"]).rstrip("/"), str(data["token"])
 
 
-def post(session_file: Path, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """``POST`` to the session's control API; an error answer as ``{"error": ...}``."""
+def post(session_file: Path, path: str, body: dict[str, Any], timeout: float,
+         printed: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """``POST`` to the session's control API; an error answer as ``{"error": ...}``. With
+    ``printed``, a cell's prints are streamed: each is given to it as it comes
+    (:mod:`.printed`), and the cell's answer returned."""
     try:
         url, token = endpoint(session_file)
     except (OSError, ValueError, KeyError) as exc:
@@ -50,12 +54,22 @@ def post(session_file: Path, path: str, body: dict[str, Any], timeout: float) ->
                          "task has not failed, or its session has ended"}
     if not url.startswith("http://"):
         return {"error": f"the session's control URL is not http: {url!r}"}
+    if printed is not None:
+        body = {**body, "stream": True}
     request = urllib.request.Request(  # noqa: S310 - http, checked above
         url + path, data=json.dumps(body).encode(), method="POST",
         headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            return dict(json.loads(response.read()))
+            if printed is None:
+                return dict(json.loads(response.read()))
+            for line in response:
+                data = json.loads(line)
+                if "output" in data:
+                    printed(data["output"])
+                elif "result" in data:
+                    return dict(data["result"])
+            return {"error": "the session's answer ended before the cell's result"}
     except urllib.error.HTTPError as exc:
         try:
             return {"error": json.loads(exc.read()).get("error") or f"HTTP {exc.code}"}
@@ -65,14 +79,18 @@ def post(session_file: Path, path: str, body: dict[str, Any], timeout: float) ->
         return {"error": f"the session does not answer ({exc}): it has ended or moved"}
 
 
-def messages(outputs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The session's outputs (:mod:`.outputs`) as Jupyter iopub messages (type, content)."""
+def messages(outputs: list[dict[str, Any]], streamed: dict[str, str] | None = None
+             ) -> list[tuple[str, dict[str, Any]]]:
+    """The session's outputs (:mod:`.outputs`) as Jupyter iopub messages (type, content),
+    less what was ``streamed`` already (by stream name: the start of its text)."""
     sent: list[tuple[str, dict[str, Any]]] = []
     for output in outputs:
         kind = output.get("type")
         if kind == "stream":
-            sent.append(("stream", {"name": output.get("name", "stdout"),
-                                    "text": output.get("text", "")}))
+            name = output.get("name", "stdout")
+            text = str(output.get("text", ""))[len((streamed or {}).get(name, "")):]
+            if text:
+                sent.append(("stream", {"name": name, "text": text}))
         elif kind == "display":
             sent.append(("display_data", {"data": output.get("data", {}), "metadata": {}}))
         elif kind == "error":
@@ -103,10 +121,20 @@ class FrameBridge(Kernel):
                          **_: Any) -> dict[str, Any]:
         if not code.strip():
             return self._ok()
+        loop, streamed = asyncio.get_running_loop(), dict[str, str]()
+
+        def show(output: dict[str, Any]) -> None:  # on the loop, in the order printed
+            name, text = str(output.get("name", "stdout")), str(output.get("text", ""))
+            streamed[name] = streamed.get(name, "") + text
+            if not silent:
+                self.send_response(self.iopub_socket, "stream",  # type: ignore[no-untyped-call]
+                                   {"name": name, "text": text})
+
         self.in_flight += 1
         try:
-            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
-                                             {"code": code}, EXECUTE_TIMEOUT_SECONDS)
+            answer = await asyncio.to_thread(
+                post, self.session_file, "/api/notebook/execute", {"code": code},
+                EXECUTE_TIMEOUT_SECONDS, lambda output: loop.call_soon_threadsafe(show, output))
         finally:
             self.in_flight -= 1
         if "error" in answer and "outputs" not in answer:
@@ -114,7 +142,7 @@ class FrameBridge(Kernel):
                                                 "evalue": answer["error"], "traceback": [
                                                     f"podcode: {answer['error']}"]}]}
         count = int(answer.get("execution_count") or self.execution_count)
-        sent = messages(answer.get("outputs", []))
+        sent = messages(answer.get("outputs", []), streamed)
         if not silent:
             for kind, content in sent:
                 self.send_response(self.iopub_socket, kind, content)  # type: ignore[no-untyped-call]

@@ -108,6 +108,7 @@ class _Cell:
     source: str
     done: concurrent.futures.Future[CellResult]
     result: CellResult
+    printed: streams.Listener | None = None
     interrupted: bool = False
 
 
@@ -130,10 +131,13 @@ class FrameKernel:
         """Set by the session: what :mod:`.here` offers a cell (resume, the inputs...)."""
 
     # -- the session's side ---------------------------------------------------------
-    def execute(self, source: str) -> concurrent.futures.Future[CellResult]:
-        """Queue ``source``; the future holds its outputs once it ran."""
+    def execute(self, source: str, printed: streams.Listener | None = None
+                ) -> concurrent.futures.Future[CellResult]:
+        """Queue ``source``; the future holds its outputs once it ran. ``printed`` is told
+        what the cell prints as it prints it (on the cell's thread: it must not block)."""
         with self._lock:
-            cell = _Cell(source, concurrent.futures.Future(), CellResult(count=next(self._counter)))
+            cell = _Cell(source, concurrent.futures.Future(), CellResult(count=next(self._counter)),
+                         printed)
             if self._thread is None:
                 self._thread = start_thread(self._work, f"{self._name}-cells")
         self._cells.put(cell)
@@ -188,7 +192,7 @@ class FrameKernel:
             return
         with self._lock:
             self._running = cell
-        self._execute(cell.source, cell.result)
+        self._execute(cell.source, cell.result, cell.printed)
 
     def _settle(self, cell: _Cell) -> None:
         """The cell is over: no interrupt is sent for it from now on; its answer given."""
@@ -202,13 +206,14 @@ class FrameKernel:
             except BaseException:  # the cell's one interrupt, landing late: once more
                 log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
 
-    def _execute(self, source: str, result: CellResult) -> None:
+    def _execute(self, source: str, result: CellResult,
+                 printed: streams.Listener | None = None) -> None:
         """Run one cell, its outputs into ``result``."""
         filename = f"<cell {result.count}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         shown: Any = None
         failure: outputs.Output | None = None
-        with streams.captured() as (out, err):
+        with streams.captured(printed) as (out, err):
             try:
                 use_agg()
                 names = self._names()

@@ -5,7 +5,8 @@
   index of its empty code cell, where the IDE puts the cursor);
 - ``POST /api/notebook/execute`` ``{"code": "..."}``: run a cell in the failed frame;
   ``{"outputs": [...], "ok", "execution_count"}`` once it ran (409 while the task is not
-  waiting in the session);
+  waiting in the session); with ``"stream": true``, its prints as they come, then that
+  answer (:mod:`.printed`);
 - ``POST /api/notebook/interrupt``: ``{"result": "idle" | "interrupted" | "native"}``.
 
 A cell runs on the kernel's own thread (:mod:`.kernel`), never on the loop that serves
@@ -26,7 +27,7 @@ from interactive.base.phases import RESUMABLE
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo, TaskRef
-from interactive.session.notebook import here, starter
+from interactive.session.notebook import here, printed, starter
 from interactive.session.notebook.kernel import FrameKernel, failed_frame
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def add_routes(app: web.Application, notebook: Notebook,
         except OSError as exc:
             return _error(f"could not write the starter notebook: {exc}", 500)
 
-    async def execute(request: web.Request) -> web.Response:
+    async def execute(request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         code = body.get("code")
         if not isinstance(code, str):
@@ -170,6 +171,11 @@ def add_routes(app: web.Application, notebook: Notebook,
         state = notebook.host.state.state
         if state not in RESUMABLE or notebook.failure() is None:
             return _error(f"the task is {state}: cells run while it waits in the session", 409)
+        if body.get("stream") is True:
+            sent = printed.Printed(asyncio.get_running_loop())
+            return await printed.stream(
+                request, asyncio.wrap_future(notebook.kernel.execute(code, sent)), sent,
+                notebook.host.state.touch, BUSY_TOUCH_SECONDS)
         running = asyncio.wrap_future(notebook.kernel.execute(code))
         while not running.done():  # a cell that runs is work: the session is not idle
             await asyncio.wait({running}, timeout=BUSY_TOUCH_SECONDS)

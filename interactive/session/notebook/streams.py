@@ -12,7 +12,7 @@ import contextlib
 import io
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 _lock = threading.Lock()
@@ -20,6 +20,23 @@ _users = 0
 _saved: dict[str, TextIO] = {}
 _buffers: dict[tuple[int, str], io.StringIO] = {}
 """(thread ident, "stdout" or "stderr") → the buffer of the cell that thread runs."""
+
+Listener = Callable[[str, str], None]
+"""Told each write of a cell as it happens: ``(stream name, text)``."""
+
+
+class Buffer(io.StringIO):
+    """A cell's output, kept, and told to its listener as it is written."""
+
+    def __init__(self, name: str, listener: Listener | None) -> None:
+        super().__init__()
+        self.name_, self.listener = name, listener
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.listener is not None and text:
+            self.listener(self.name_, text)
+        return written
 
 
 class Router(io.TextIOBase):
@@ -80,11 +97,12 @@ def _uninstall() -> None:
 
 
 @contextlib.contextmanager
-def captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+def captured(listener: Listener | None = None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
     """While inside, what the calling thread prints goes into the two buffers yielded
-    (stdout, stderr); other threads print where they did."""
+    (stdout, stderr), and to ``listener`` as it is written; other threads print where
+    they did."""
     ident = threading.get_ident()
-    out, err = io.StringIO(), io.StringIO()
+    out, err = Buffer("stdout", listener), Buffer("stderr", listener)
     _buffers[(ident, "stdout")], _buffers[(ident, "stderr")] = out, err
     _install()
     try:

@@ -48,7 +48,67 @@ function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
   });
 }
 
+// A cell run with its prints streamed (no timeout: it runs as long as it needs, and the stop
+// button interrupts it): onOutput(output) for each printed piece as it comes,
+// then {status, body} with the cell's whole answer (the error's body when not 200).
+function executeStreaming(session, code, onOutput) {
+  return new Promise((resolve, reject) => {
+    let url;
+    try {
+      url = new URL('/api/notebook/execute', session.controlUrl);
+    } catch (err) {
+      reject(new Error(`bad control URL ${session.controlUrl}: ${err.message}`));
+      return;
+    }
+    const payload = Buffer.from(JSON.stringify({ code, stream: true }));
+    const headers = {
+      Authorization: `Bearer ${session.token}`, 'Content-Type': 'application/json',
+      'Content-Length': String(payload.length),
+    };
+    const transport = url.protocol === 'https:' ? https : http;
+    const req = transport.request(url, { method: 'POST', headers }, (res) => {
+      let pending = '';
+      let result = null;
+      const take = (text) => {
+        let data;
+        try {
+          data = JSON.parse(text);
+        } catch (err) {
+          return;
+        }
+        if (res.statusCode !== 200 || !data) {
+          result = data;
+        } else if (data.output) {
+          onOutput(data.output);
+        } else if (data.result) {
+          result = data.result;
+        }
+      };
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => {
+        pending += chunk;
+        let end = pending.indexOf('\n');
+        while (end >= 0) {
+          take(pending.slice(0, end));
+          pending = pending.slice(end + 1);
+          end = pending.indexOf('\n');
+        }
+      });
+      res.on('end', () => {
+        if (pending.trim()) {
+          take(pending);
+        }
+        resolve({ status: res.statusCode, body: result });
+      });
+    });
+    req.on('error', reject);
+    req.write(payload);
+    req.end();
+  });
+}
+
 module.exports = {
+  executeStreaming,
   // The status now, or (given the version last seen) once it changes.
   status: (session, seen) => (Number.isInteger(seen)
     ? request(session, 'GET', `/api/status?version=${seen}&wait=${WAIT_SECONDS}`, undefined,
@@ -57,8 +117,6 @@ module.exports = {
   resume: (session) => request(session, 'POST', '/api/resume', {}),
   keepalive: (session, seconds) => request(session, 'POST', '/api/keepalive', { seconds }),
   activity: (session, kind) => request(session, 'POST', '/api/activity', { kind }),
-  // A cell runs as long as it needs: no timeout (the stop button interrupts it).
-  execute: (session, code) => request(session, 'POST', '/api/notebook/execute', { code }, 0),
   interrupt: (session) => request(session, 'POST', '/api/notebook/interrupt', {}, 10000),
   openNotebook: (session) => request(session, 'POST', '/api/notebook/open', {}),
   request,

@@ -81,8 +81,18 @@ function register(vscode, context, { currentSession, log }) {
   async function run(execution, cell, session) {
     execution.clearOutput(); // not awaited: the edits keep their order, the cell starts at once
     let ok = false;
+    const printed = []; // shown while the cell runs; its answer replaces them
+    const showPrinted = (output) => {
+      const last = printed[printed.length - 1];
+      if (last && last.name === output.name) {
+        last.text += output.text;
+      } else {
+        printed.push({ ...output });
+      }
+      execution.replaceOutput(cellOutputs(vscode, { outputs: printed }));
+    };
     try {
-      const answer = await client.execute(session, cell.document.getText());
+      const answer = await client.executeStreaming(session, cell.document.getText(), showPrinted);
       if (answer.status === 200 && answer.body) {
         execution.executionOrder = answer.body.execution_count;
         await execution.replaceOutput(cellOutputs(vscode, answer.body));
