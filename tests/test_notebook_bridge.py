@@ -169,3 +169,41 @@ async def test_each_local_rank_has_a_kernel_in_its_own_failed_frame(
             assert seen[-1][1]["data"]["text/plain"] == f"('{local}', {local})", (name, seen)
     finally:
         job.stop()
+
+
+@pytest.mark.slow
+async def test_a_jupyterlab_that_exits_is_started_again_on_its_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As code-server is: killed, the server is started again (the session's ``ide`` says
+    restarting, then up); stopped, it stays stopped."""
+    import os
+    import signal
+
+    from server_bootstrap.codeserver import http_status
+    from tests.torchrun_job import free_port
+
+    monkeypatch.setattr(jupyterlab, "RESTART_DELAY_SECONDS", 0.0)
+    root = tmp_path / "workspace"
+    (root / "nb").mkdir(parents=True)
+    server = jupyterlab.JupyterLab(
+        root=root, notebook=root / "nb" / "n.ipynb", folder=tmp_path / "jupyter",
+        bind="127.0.0.1", port=free_port(), password="pa55word",
+        kernels={KERNEL_NAME: kernel_spec(tmp_path / "session.json", "podcode: job")},
+        marker="podcode-restart-test")
+    heard: list[str] = []
+    await server.start()
+    supervising = asyncio.ensure_future(server.supervise(heard.append))
+    try:
+        first = server._proc
+        assert first is not None
+        os.kill(first.pid, signal.SIGKILL)
+        while heard[-1:] != ["up"]:
+            assert not supervising.done(), supervising
+            await asyncio.sleep(0.1)
+        assert heard == ["restarting", "up"] and server.restarts == 1
+        assert server._proc is not first
+        assert await http_status(server.url, "/api") == 200  # the same address
+    finally:
+        await server.stop()
+    await asyncio.wait_for(supervising, 30)  # stopped: it returns

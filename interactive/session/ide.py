@@ -206,7 +206,7 @@ async def keep_serving(ide: Ide, state: SessionState, moved: Callable[[str | Non
     def changed(status: str) -> None:
         state.set(ide=status)
         if status == "up":
-            log.warning("code-server serves again at %s", ide.url)
+            log.warning("the IDE serves again at %s", ide.url)
             moved(ide.url)
 
     state.set(ide="up")

@@ -5,8 +5,9 @@ A small kernel process that JupyterLab starts from the session's kernel spec
 ``POST /api/notebook/execute`` (loopback, the session's bearer token, read from the
 session's ``0600`` companion file), runs there on the frame kernel's thread in the
 task's process, and its outputs come back as Jupyter messages: what it prints as it
-prints it, then its rich displays and traceback. An interrupt request is ``POST /api/notebook/interrupt``. So
-JupyterLab and VS Code's notebook see one namespace: the failed frame's.
+prints it, then its rich displays and traceback. An interrupt request is
+``POST /api/notebook/interrupt``. So JupyterLab and VS Code's notebook see one namespace:
+the failed frame's.
 
     python -m interactive.session.notebook.bridge --session-file FILE -f CONNECTION_FILE
 """
@@ -130,11 +131,13 @@ class FrameBridge(Kernel):
                 self.send_response(self.iopub_socket, "stream",  # type: ignore[no-untyped-call]
                                    {"name": name, "text": text})
 
+        def relay(output: dict[str, Any]) -> None:  # on the request's thread
+            loop.call_soon_threadsafe(show, output)
+
         self.in_flight += 1
         try:
-            answer = await asyncio.to_thread(
-                post, self.session_file, "/api/notebook/execute", {"code": code},
-                EXECUTE_TIMEOUT_SECONDS, lambda output: loop.call_soon_threadsafe(show, output))
+            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
+                                             {"code": code}, EXECUTE_TIMEOUT_SECONDS, relay)
         finally:
             self.in_flight -= 1
         if "error" in answer and "outputs" not in answer:

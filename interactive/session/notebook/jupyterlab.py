@@ -45,6 +45,9 @@ KERNEL_NAME = "podcode"
 """The kernel spec's name: the starter notebook's ``kernelspec`` names it."""
 START_TIMEOUT_SECONDS = 60.0
 STOP_GRACE_SECONDS = 5.0
+MAX_RESTARTS, RESTART_DELAY_SECONDS = 3, 1.0
+"""A server that exits is started again this many times at most, after this pause (as
+code-server is)."""
 TAIL_LINES = 40
 QUIET_LAB = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
@@ -154,6 +157,7 @@ class JupyterLab:
         self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self._stopping = False
         self._runtime: Path | None = None
+        self.restarts = 0
 
     async def start(self, spawned: Callable[[], None] = lambda: None,
                     timeout: float = START_TIMEOUT_SECONDS) -> None:
@@ -215,11 +219,29 @@ class JupyterLab:
         return sorted(proc.pid for proc in tree_members(None, self._proc.pid, None))
 
     async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:
-        """Wait on the server; raise when it exits unless it was stopped."""
-        assert self._proc is not None
-        code = await self._proc.wait()
-        if not self._stopping:
-            raise CodeServerStartError(self._failure(f"exited with {code}"))
+        """Wait on the server; start it again when it exits unless it was stopped (at most
+        :data:`MAX_RESTARTS` times: then :class:`CodeServerStartError`). ``changed`` hears
+        ``"restarting"``, then ``"up"`` once it serves again (on the same port)."""
+        while True:
+            assert self._proc is not None
+            code = await self._proc.wait()
+            if self._stopping:
+                return
+            changed("restarting")
+            why = self._failure(f"exited with {code}")
+            await stop_child_tree(self._proc, (MARKER_VARIABLE, self._marker), STOP_GRACE_SECONDS)
+            if self._runtime is not None:  # its kernels' sockets: a new folder at the start
+                shutil.rmtree(self._runtime, ignore_errors=True)
+            if self.restarts >= MAX_RESTARTS:
+                raise CodeServerStartError(f"{why}\n(started again {self.restarts} times)")
+            self.restarts += 1
+            log.warning("JupyterLab exited with %s; starting it again (%d of %d)",
+                        code, self.restarts, MAX_RESTARTS)
+            await asyncio.sleep(RESTART_DELAY_SECONDS)
+            if self._stopping:
+                return
+            await self.start()  # one that does not start is down for good: it raises
+            changed("up")
 
     async def stop(self) -> None:
         """Stop the server and every process it started. Safe to call twice."""
