@@ -125,3 +125,31 @@ async def test_the_companion_shows_a_cells_prints_while_it_runs(tmp_path: Path) 
     answer = json.loads(rest.removeprefix("RESULT "))
     assert answer["status"] == 200 and answer["body"]["ok"], answer
     assert answer["body"]["outputs"][-1] == {"type": "display", "data": {"text/plain": "'done'"}}
+
+
+async def test_an_answer_that_breaks_off_ends_the_cell_instead_of_hanging() -> None:
+    """The session's process dies mid-answer: the client hears what came, then the end."""
+    import asyncio
+
+    assert NODE is not None
+    line = b'{"output": {"type": "stream", "name": "stdout", "text": "first\\n"}}\n'
+
+    async def answer_then_die(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(line), line))
+        await writer.drain()
+        writer.transport.abort()
+
+    server = await asyncio.start_server(answer_then_die, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        node = await asyncio.create_subprocess_exec(
+            NODE, "-e", STREAMING, "print('first')", str(LIB), f"http://127.0.0.1:{port}",
+            stdout=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(node.communicate(), 60)
+    finally:
+        server.close()
+    first, result = out.decode().splitlines()
+    assert first == 'OUTPUT {"type":"stream","name":"stdout","text":"first\\n"}'
+    assert result == "RESULT {\"status\":200,\"body\":null}", result

@@ -94,7 +94,8 @@ function executeStreaming(session, code, onOutput) {
           end = pending.indexOf('\n');
         }
       });
-      res.on('end', () => {
+      // 'close' also when the connection breaks mid-answer ('end' then never comes).
+      res.on('close', () => {
         if (pending.trim()) {
           take(pending);
         }

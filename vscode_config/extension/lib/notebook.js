@@ -50,7 +50,11 @@ function failureOutput(vscode, message) {
 }
 
 function answerError(answer) {
-  return answer.body && answer.body.error ? answer.body.error : `the session answered ${answer.status}`;
+  if (answer.body && answer.body.error) {
+    return answer.body.error;
+  }
+  return answer.status === 200 ? 'the session\'s answer broke off before the cell\'s result (did the session end?)'
+    : `the session answered ${answer.status}`;
 }
 
 // The sessions a notebook can run in: this IDE's own, and in a distributed task each other
