@@ -207,3 +207,33 @@ async def test_a_jupyterlab_that_exits_is_started_again_on_its_port(
     finally:
         await server.stop()
     await asyncio.wait_for(supervising, 30)  # stopped: it returns
+
+
+def test_an_answer_that_breaks_off_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    """The session's process dies mid-answer: the kernel says so in the cell."""
+    import socket
+    import threading
+
+    from interactive.session.notebook.bridge import post
+
+    line = b'{"output": {"type": "stream", "name": "stdout", "text": "first\\n"}}\n'
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_then_die() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"%x\r\n%s\r\n" % (len(line), line))
+
+    threading.Thread(target=answer_then_die, daemon=True).start()
+    session_file = tmp_path / "session.json"
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    write_json(session_file, {"control_url": url, "token": "t"}, mode=0o600)
+    printed: list[dict[str, Any]] = []
+    try:
+        answer = post(session_file, "/api/notebook/execute", {"code": "1"}, 30, printed.append)
+    finally:
+        listener.close()
+    assert printed == [{"type": "stream", "name": "stdout", "text": "first\n"}]
+    assert answer == {"error": "the session's answer ended before the cell's result"}

@@ -15,6 +15,7 @@ the failed frame's.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import sys
 import urllib.error
@@ -76,7 +77,7 @@ def post(session_file: Path, path: str, body: dict[str, Any], timeout: float,
             return {"error": json.loads(exc.read()).get("error") or f"HTTP {exc.code}"}
         except ValueError:
             return {"error": f"HTTP {exc.code}"}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # broken off, too
         return {"error": f"the session does not answer ({exc}): it has ended or moved"}
 
 
