@@ -236,4 +236,6 @@ def test_an_answer_that_breaks_off_is_an_error_not_a_crash(tmp_path: Path) -> No
     finally:
         listener.close()
     assert printed == [{"type": "stream", "name": "stdout", "text": "first\n"}]
-    assert answer == {"error": "the session's answer ended before the cell's result"}
+    # A close reads as the answer's end; a reset (the request not read whole) as no answer.
+    assert answer["error"].startswith(("the session's answer ended before the cell's result",
+                                       "the session does not answer")), answer
