@@ -56,13 +56,19 @@ def _listening(port: int, host: str = "127.0.0.1") -> bool:
 
 
 @contextmanager
-def ray_cluster(cpus: int = 4, dashboard: bool = False) -> Iterator[Cluster]:
+def ray_cluster(
+    cpus: int = 4, dashboard: bool = False, prestart: bool = True,
+) -> Iterator[Cluster]:
+    """``prestart=False``: the first driver does not wait for ``cpus`` idle workers with no
+    runtime environment, which no driver here can use (each ships its ``working_dir``), and
+    the node does not start them."""
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     port, jobs = _free_port(), _free_port()
     serving = (["--include-dashboard=true", "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={jobs}"] if dashboard else ["--include-dashboard=false"])
     with _ray(["--head", f"--port={port}", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
-               *serving], temp, [port, jobs] if dashboard else [port], "Ray's head"):
+               *serving], temp, [port, jobs] if dashboard else [port], "Ray's head",
+              settings={} if prestart else {"RAY_prestart_worker_first_driver": "0"}):
         yield Cluster(f"127.0.0.1:{port}", temp,
                       f"http://127.0.0.1:{jobs}" if dashboard else None)
 
@@ -83,11 +89,13 @@ def ray_node(cluster: Cluster, ip: str, resources: str) -> Iterator[Cluster]:
 
 @contextmanager
 def _ray(args: list[str], temp: Path, ports: list[int], what: str,
-         listening: Callable[[], bool] | None = None) -> Iterator[None]:
-    """``ray start --block ARGS`` in a process group of its own, until it listens."""
+         listening: Callable[[], bool] | None = None,
+         settings: dict[str, str] | None = None) -> Iterator[None]:
+    """``ray start --block ARGS`` in a process group of its own, until it listens
+    (``settings``: more of Ray's settings in its environment)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PODCODE_")}
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    env["RAY_TMPDIR"] = str(temp)
+    env.update(settings or {}, RAY_TMPDIR=str(temp))
     started = subprocess.Popen(
         [RAY, "start", "--block", *args, "--disable-usage-stats", f"--temp-dir={temp}"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

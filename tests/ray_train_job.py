@@ -61,8 +61,10 @@ class TrainJob:
     """The example's driver on ``cluster``, podcode on or off, its output in a file."""
 
     def __init__(self, cluster: Cluster, folder: Path, bug: tuple[str, str] | None,
-                 enabled: bool = True, prepare: Callable[[Path], object] | None = None) -> None:
-        """``prepare(script)``: a last edit of the copy before it runs."""
+                 enabled: bool = True, prepare: Callable[[Path], object] | None = None,
+                 epochs: int | None = None) -> None:
+        """``prepare(script)``: a last edit of the copy before it runs; ``epochs``: the
+        example's ``--epochs`` (None: its default, 3)."""
         self.folder, self.home = folder, folder / "home"
         self.script = project(folder / "project", bug)
         if prepare is not None:
@@ -75,7 +77,8 @@ class TrainJob:
         self.started = time.monotonic()
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, EXAMPLE.name, "--storage-path", str(folder / "results")],
+                [sys.executable, EXAMPLE.name, "--storage-path", str(folder / "results"),
+                 *(["--epochs", str(epochs)] if epochs is not None else [])],
                 cwd=self.script.parent, env=self.env, stdout=out, stderr=subprocess.STDOUT,
             )
 
@@ -136,7 +139,19 @@ class TrainJob:
         self.process.wait(30)
 
 
-def reference(cluster: Cluster, folder: Path) -> dict[str, Any]:
-    """The fixed example's result with podcode off."""
-    job = TrainJob(cluster, folder, None, enabled=False)
-    return result(job.finish(180))
+class Reference:
+    """The fixed example run with podcode off (``epochs`` as for :class:`TrainJob`), started
+    at once, a job of its own that goes on beside what a test runs meanwhile: calling it
+    waits for its result (the first time)."""
+
+    def __init__(self, cluster: Cluster, folder: Path, epochs: int | None = None) -> None:
+        self.job = TrainJob(cluster, folder, None, enabled=False, epochs=epochs)
+        self.found: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if self.found is None:
+            self.found = result(self.job.finish(180))
+        return self.found
+
+    def stop(self) -> None:
+        self.job.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,8 +20,8 @@ from tests.ray_train_job import (
     ALL_RANKS,
     EXAMPLE,
     ONE_RANK,
+    Reference,
     TrainJob,
-    reference,
     result,
     same_training,
 )
@@ -32,26 +31,36 @@ from tests.waiting import wait_until
 pytest.importorskip("ray.train.torch")
 pytestmark = pytest.mark.slow
 
+EPOCHS = 2
+"""The example's ``--epochs`` in every run here, the reference's too (its default is 3): both
+bugs strike in the first epoch, and the fixed run still trains past it."""
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with ray_cluster(cpus=4) as running:
+    """Room for two jobs of two workers at once: the reference beside a test's job."""
+    with ray_cluster(cpus=4, prestart=False) as running:
         yield running
 
 
 @pytest.fixture(scope="module")
-def fixed(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The fixed example's result with podcode off."""
-    return reference(cluster, tmp_path_factory.mktemp("reference"))
+def fixed(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
+    """The fixed example run with podcode off: it starts with the first test that needs it
+    and trains beside that test's job; ``fixed()`` is its result, awaited where compared."""
+    reference = Reference(cluster, tmp_path_factory.mktemp("reference"), EPOCHS)
+    try:
+        yield reference
+    finally:
+        reference.stop()
 
 
 def test_rank_1_fails_in_its_shard_and_rank_0_waits_on_its_bug_then_both_train_to_the_result(
-    cluster: Cluster, tmp_path: Path, fixed: dict[str, Any]
+    cluster: Cluster, tmp_path: Path, fixed: Reference
 ) -> None:
     """The group runs again whole at every resume, fixed or not: a resume without the fix
     re-runs rank 0 too, both are stopped again, and the fixed resume re-forms the group
     once more (no hang) and trains to the fixed example's result."""
-    job = TrainJob(cluster, tmp_path, ONE_RANK)
+    job = TrainJob(cluster, tmp_path, ONE_RANK, epochs=EPOCHS)
     try:
         (session,) = job.in_sessions(1, 1)
         assert session["rank"]["rank"] == 1, session
@@ -73,13 +82,13 @@ def test_rank_1_fails_in_its_shard_and_rank_0_waits_on_its_bug_then_both_train_t
         job.stop()
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert "re-forming the process group (gloo, generation 2)" in output
-    assert same_training(result(output), fixed), (result(output), fixed)
+    assert same_training(result(output), fixed()), (result(output), fixed())
 
 
 def test_a_bug_both_ranks_hit_opens_one_session_and_a_fix_pushed_from_the_checkout_ends_it(
-    cluster: Cluster, tmp_path: Path, fixed: dict[str, Any]
+    cluster: Cluster, tmp_path: Path, fixed: Reference
 ) -> None:
-    job = TrainJob(cluster, tmp_path, ALL_RANKS)
+    job = TrainJob(cluster, tmp_path, ALL_RANKS, epochs=EPOCHS)
     try:
         (session,) = job.in_sessions(1, 1)
         assert session["error"] == "AttributeError: 'float' object has no attribute 'item'"
@@ -92,7 +101,7 @@ def test_a_bug_both_ranks_hit_opens_one_session_and_a_fix_pushed_from_the_checko
         job.stop()
     assert output.count("opening a debug session") == 1, "one bug, one session"
     assert "EADDRINUSE" not in output
-    assert same_training(result(output), fixed), (result(output), fixed)
+    assert same_training(result(output), fixed()), (result(output), fixed())
 
 
 def test_an_aborted_session_ends_every_worker_and_fit_raises_the_bug(
@@ -100,7 +109,7 @@ def test_an_aborted_session_ends_every_worker_and_fit_raises_the_bug(
 ) -> None:
     """Abort: the session's worker raises its exception, the worker waiting on the board
     raises its own with a note, and ``fit()`` raises in the driver (nothing waits on)."""
-    job = TrainJob(cluster, tmp_path, ALL_RANKS)
+    job = TrainJob(cluster, tmp_path, ALL_RANKS, epochs=EPOCHS)
     try:
         job.in_sessions(1, 1)
         job.podcode("abort")

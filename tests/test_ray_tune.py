@@ -1,11 +1,13 @@
 """Ray Tune's own fault tolerance, class trainables and schedulers under podcode, on a real
 local cluster (``ray start``, no PODCODE_* in its environment). Each program is one of
-Tune's published examples adapted as little as possible, run with podcode off first (the
-fixed program where there is a fix): the experiment's results must be the same."""
+Tune's published examples adapted as little as possible, also run with podcode off (the
+fixed program where there is a fix), a job of its own beside the test's: the experiment's
+results must be the same."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,14 +21,22 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with ray_cluster() as running:
+    """Room for two experiments of four trials at once: a test's run with podcode off goes
+    on beside its run with podcode on."""
+    with ray_cluster(cpus=8, prestart=False) as running:
         yield running
 
 
-def without_podcode(cluster: Cluster, folder: Path, text: str, **env: str) -> str:
-    """The output of the program ``text`` run with podcode off."""
+@contextmanager
+def without_podcode(cluster: Cluster, folder: Path, text: str, **env: str) -> Iterator[Driver]:
+    """The program ``text`` run with podcode off, a job of its own started at once, beside
+    what the test runs with podcode on: its output is what its ``finish()`` returns."""
     folder.mkdir()
-    return Driver(cluster, folder, {"driver.py": text}, PODCODE_ENABLE="0", **env).finish()
+    driver = Driver(cluster, folder, {"driver.py": text}, PODCODE_ENABLE="0", **env)
+    try:
+        yield driver
+    finally:
+        driver.stop()
 
 
 def assert_one_session_one_fix(output: str, expected: list[str], taken: int) -> None:
@@ -81,17 +91,18 @@ def test_an_aborted_trial_fails_as_without_podcode_and_failure_config_retries_it
     engineer aborts: each trial fails with its own error, and Tune retries it from its last
     checkpoint. The width 20 trials hit the bug again on their retry: after an abort it
     opens no session (each fails at once), so the retries are spent as without podcode."""
-    expected = trials(without_podcode(cluster, tmp_path / "off", RETRIED))
+    with without_podcode(cluster, tmp_path / "off", RETRIED) as reference:
+        (tmp_path / "on").mkdir()
+        driver = Driver(cluster, tmp_path / "on", {"driver.py": RETRIED}, RAY_DEDUP_LOGS="0")
+        try:
+            driver.session()
+            waiting(driver, 3, "the three other trials waiting on the one session")
+            driver.podcode("abort")
+            output = driver.finish()
+        finally:
+            driver.stop()
+        expected = trials(reference.finish())
     assert expected[0] == "ERRORS 2" and len(expected) == 5, expected
-    (tmp_path / "on").mkdir()
-    driver = Driver(cluster, tmp_path / "on", {"driver.py": RETRIED}, RAY_DEDUP_LOGS="0")
-    try:
-        driver.session()
-        waiting(driver, 3, "the three other trials waiting on the one session")
-        driver.podcode("abort")
-        output = driver.finish()
-    finally:
-        driver.stop()
     assert output.count("opening a debug session") == 1, "an aborted bug opens no other"
     assert output.count("ended without a fix") >= 5, output[-3000:]  # 3 waiting, 2 retried
     assert trials(output) == expected, output[-3000:]
@@ -164,10 +175,11 @@ def test_a_class_trainables_step_opens_one_session_and_resumes_to_the_fixed_resu
     """``@vscode`` on ``step``: one session for the four trials' bug, the fix reaches the
     three that wait, and every trial's score and checkpoint are the fixed program's."""
     fixed = CLASS.replace("self.a, self.c)", "self.a, self.b)")
-    expected = trials(without_podcode(cluster, tmp_path / "off", fixed))
+    with without_podcode(cluster, tmp_path / "off", fixed) as reference:
+        resumed, output = fixed_in_session(cluster, tmp_path / "on", CLASS,
+                                           ("self.a, self.c)", "self.a, self.b)"), waiters=3)
+        expected = trials(reference.finish())
     assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
-    resumed, output = fixed_in_session(cluster, tmp_path / "on", CLASS,
-                                       ("self.a, self.c)", "self.a, self.b)"), waiters=3)
     assert "Trainable.step" in resumed, resumed
     assert_one_session_one_fix(output, expected, taken=3)
 
@@ -233,12 +245,13 @@ def test_asha_stops_the_same_trials_after_one_fix_as_in_the_fixed_program(
     own, take the fix from the board; ASHA stops the same trials at the same rungs as in
     the fixed program, and every trial ends with the same loss."""
     fixed = ASHA.replace('config["hieght"]', 'config["height"]')
-    expected = trials(without_podcode(cluster, tmp_path / "off", fixed))
+    with without_podcode(cluster, tmp_path / "off", fixed) as reference:
+        resumed, output = fixed_in_session(cluster, tmp_path / "on", ASHA,
+                                           ('config["hieght"]', 'config["height"]'))
+        expected = trials(reference.finish())
     assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
     stopped = [line for line in expected if not line.endswith("ITERATION 8")]
     assert stopped, f"ASHA stopped no trial early: {expected}"
-    resumed, output = fixed_in_session(cluster, tmp_path / "on", ASHA,
-                                       ('config["hieght"]', 'config["height"]'))
     assert "easy_objective" in resumed, resumed
     assert_one_session_one_fix(output, expected, taken=3)
 
@@ -360,11 +373,12 @@ def test_ray_data_map_batches_tasks_share_one_session_and_end_with_the_fixed_res
     the other tasks wait (or, started later, take the fix), and the dataset is the fixed
     program's."""
     fixed = DATA.replace('batch["offset"]', "OFFSET")
-    reference = without_podcode(cluster, tmp_path / "off", fixed)
-    expected = [line for line in reference.splitlines() if line.startswith("RESULT")]
+    with without_podcode(cluster, tmp_path / "off", fixed) as reference:
+        resumed, output = fixed_in_session(cluster, tmp_path / "on", DATA,
+                                           ('batch["offset"]', "OFFSET"))
+        expected = [line for line in reference.finish().splitlines()
+                    if line.startswith("RESULT")]
     assert expected == [f"RESULT {list(range(100, 116))}"], expected
-    resumed, output = fixed_in_session(cluster, tmp_path / "on", DATA,
-                                       ('batch["offset"]', "OFFSET"))
     assert "shift" in resumed, resumed
     assert output.count("opening a debug session") == 1, output[-3000:]
     assert [line for line in output.splitlines() if line.startswith("RESULT")] == expected
@@ -402,23 +416,24 @@ def test_an_interrupted_experiment_restored_with_its_bug_opens_one_session_again
     import signal
 
     assert FIXED_TERM in RESTORED and "Tuner.restore" in RESTORED
-    expected = trials(without_podcode(cluster, tmp_path / "off", RESTORED.replace(FIXED_TERM, ""),
-                                       EXPERIMENTS=str(tmp_path / "off" / "results")))
-    assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
     experiments = str(tmp_path / "results")
-    (tmp_path / "on").mkdir()
-    first = Driver(cluster, tmp_path / "on", {"driver.py": RESTORED}, RAY_DEDUP_LOGS="0",
-                   EXPERIMENTS=experiments)
-    try:
-        first.session()
-        waiting(first, 3, "the three other trials waiting on the one session")
-        first.process.send_signal(signal.SIGINT)  # Ctrl-C
-        first.process.wait(120)
-    finally:
-        first.stop()
-    assert "Experiment has been interrupted" in first.output(), first.output()[-3000:]
-    resumed, output = fixed_in_session(cluster, tmp_path / "again", RESTORED, (FIXED_TERM, ""),
-                                       waiters=3, EXPERIMENTS=experiments)
+    with without_podcode(cluster, tmp_path / "off", RESTORED.replace(FIXED_TERM, ""),
+                         EXPERIMENTS=str(tmp_path / "off" / "results")) as reference:
+        (tmp_path / "on").mkdir()
+        first = Driver(cluster, tmp_path / "on", {"driver.py": RESTORED}, RAY_DEDUP_LOGS="0",
+                       EXPERIMENTS=experiments)
+        try:
+            first.session()
+            waiting(first, 3, "the three other trials waiting on the one session")
+            first.process.send_signal(signal.SIGINT)  # Ctrl-C
+            first.process.wait(120)
+        finally:
+            first.stop()
+        assert "Experiment has been interrupted" in first.output(), first.output()[-3000:]
+        resumed, output = fixed_in_session(cluster, tmp_path / "again", RESTORED,
+                                           (FIXED_TERM, ""), waiters=3, EXPERIMENTS=experiments)
+        expected = trials(reference.finish())
+    assert expected[0] == "ERRORS 0" and len(expected) == 5, expected
     assert "evaluation_fn" in resumed, resumed
     assert "RESTORING" in output and output.count("opening a debug session") == 1, output[-3000:]
     assert trials(output) == expected, output[-3000:]
