@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml
 	# PyTorch's CPU build, for the torchrun tests (gloo); the exact pin keeps CUDA wheels out.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test,flyte,flyte2,ray,ssh,lsp]' --config-settings editable_mode=compat
+	# JupyterLab's jupyter-events brings jsonschema's format-nongpl extra, whose rfc3987-syntax
+	# builds a grammar whenever jsonschema is imported: 1.4 s of CPU in every process that
+	# imports ray (each Ray worker), two thirds of its import. No test checks IRI formats.
+	$(PY) -m pip uninstall -q -y rfc3987-syntax
 	touch $(STAMP)
 
 # The companion's language client (vscode-languageclient, pinned in its package-lock.json),

@@ -270,7 +270,7 @@ print("LOADED", type(batch["weights"]).__name__, ray.get(batch["weights"]), batc
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with ray_cluster(dashboard=True) as running:
+    with ray_cluster(dashboard=True, prestart=False) as running:
         yield running
 
 
