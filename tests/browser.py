@@ -8,6 +8,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,26 @@ async def log_in(page: Any, record: dict[str, Any]) -> None:
     await page.wait_for_selector(".monaco-workbench")
     # The companion is up (on a busy machine the extension host takes a while).
     await page.locator(".statusbar-item", has_text="podcode: waiting").wait_for(timeout=240_000)
+
+
+async def in_outputs(page: Any, selector: str, timeout: float = 120, count: int = 1) -> Any:
+    """The first element matching ``selector`` in the notebook's outputs (they render in
+    nested webview frames), once ``count`` of them are there in one frame."""
+    from playwright.async_api import Error as PlaywrightError
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for frame in page.frames:
+            if frame == page.main_frame:
+                continue  # the workbench itself: its own images and tables are not outputs
+            try:
+                found = frame.locator(selector)
+                if await found.count() >= count:
+                    return found.first
+            except PlaywrightError:
+                continue  # a frame that went away as we looked
+        await page.wait_for_timeout(200)
+    raise AssertionError(f"no {selector!r} in the notebook's outputs")
 
 
 async def stack_rows(page: Any) -> list[str]:

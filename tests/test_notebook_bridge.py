@@ -109,6 +109,19 @@ async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path)
             assert shown == [("stream", "first\n"), ("stream", "second True\n"),
                              ("display_data", {"text/plain": "'done'"})]
 
+            # An interrupt that overtakes a cell asked before it (the control channel is not
+            # the shell's): that cell does not run; the next one does.
+            early = client.session.msg("execute_request", {
+                "code": "'ran'", "silent": False, "store_history": True,
+                "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
+            client.control_channel.send(client.session.msg("interrupt_request", {}))
+            await client.get_control_msg(timeout=30)
+            client.shell_channel.send(early)
+            replied = await client.get_shell_msg(timeout=30)
+            assert replied["content"]["evalue"] == "interrupted before it ran", replied
+            reply, seen = await _run(client, "'runs'")
+            assert reply["status"] == "ok" and seen[-1][1]["data"]["text/plain"] == "'runs'"
+
             # Asked at once, before the cell runs in the task: it is interrupted all the same.
             running = asyncio.ensure_future(_run(client, "while True: pass"))
             await kernel.interrupt_kernel()

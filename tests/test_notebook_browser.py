@@ -13,7 +13,6 @@ be made: the task, its code-server and Chromium in a network namespace with loop
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from tests.browser import (
     VIEWPORT,
     chromium_in_namespace_of,
     chromium_page,
+    in_outputs,
     log_in,
     offline_wrapper,
     unreachable_from,
@@ -52,24 +52,6 @@ CELLS: list[tuple[str, str | None]] = [
      "table >> text=scaled"),
     ("values[10]", "text=IndexError"),
 ]
-
-
-async def in_outputs(page: Any, selector: str, timeout: float = 120, count: int = 1) -> Any:
-    """The first element matching ``selector`` in the notebook's outputs (they render in
-    nested webview frames), once ``count`` of them are there in one frame."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for frame in page.frames:
-            if frame == page.main_frame:
-                continue  # the workbench itself: its own images and tables are not outputs
-            try:
-                found = frame.locator(selector)
-                if await found.count() >= count:
-                    return found.first
-            except playwright_api.Error:
-                continue  # a frame that went away as we looked
-        await page.wait_for_timeout(200)
-    raise AssertionError(f"no {selector!r} in the notebook's outputs")
 
 
 async def run_cells(page: Any, cells: list[tuple[str, str | None]]) -> None:

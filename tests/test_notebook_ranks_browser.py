@@ -11,8 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.browser import ARTIFACTS, IN_CELL, MARKS, VIEWPORT, chromium_page, log_in
-from tests.test_notebook_browser import in_outputs
+from tests.browser import (
+    ARTIFACTS,
+    IN_CELL,
+    MARKS,
+    VIEWPORT,
+    chromium_page,
+    in_outputs,
+    log_in,
+)
 from tests.torchrun_job import Torchrun, copy_example
 
 pytest.importorskip("playwright.async_api")

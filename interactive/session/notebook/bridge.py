@@ -117,12 +117,23 @@ class FrameBridge(Kernel):
     session_file = Path()
     in_flight = 0
     """Cells posted to the session and not answered yet."""
+    interrupted_at: Any = None
+    """When the last interrupt that found no cell of this kernel running was asked (its
+    message's date): a cell asked before it, not started yet, does not run. The interrupt
+    comes on the control channel and can overtake the cell's request on the shell one."""
 
     async def do_execute(self, code: str, silent: bool, store_history: bool = True,
                          user_expressions: Any = None, allow_stdin: bool = False,
                          **_: Any) -> dict[str, Any]:
         if not code.strip():
             return self._ok()
+        asked = self.get_parent().get("header", {}).get("date")  # type: ignore[no-untyped-call]
+        if asked is not None and self.interrupted_at is not None and asked <= self.interrupted_at:
+            error = {"ename": "KeyboardInterrupt", "evalue": "interrupted before it ran",
+                     "traceback": ["KeyboardInterrupt: interrupted before it ran"]}
+            if not silent:
+                self.send_response(self.iopub_socket, "error", error)  # type: ignore[no-untyped-call]
+            return {"status": "error", "execution_count": self.execution_count, **error}
         loop, streamed = asyncio.get_running_loop(), dict[str, str]()
 
         def show(output: dict[str, Any]) -> None:  # on the loop, in the order printed
@@ -166,6 +177,8 @@ class FrameBridge(Kernel):
             if answer.get("result") != "idle" or not self.in_flight:
                 break
             await asyncio.sleep(INTERRUPT_RETRY_SECONDS)
+        if answer.get("result") == "idle" and not self.in_flight:
+            self.interrupted_at = parent.get("header", {}).get("date")
         content = {"status": "ok"} if "error" not in answer else {
             "status": "error", "ename": "podcode", "evalue": answer["error"], "traceback": []}
         if answer.get("result") == "native":  # said in the running cell's output
