@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +64,39 @@ class Host:
 
 GATE = threading.Event()
 """A cell can wait on it (``import tests.notebook_fixture``): the test opens it."""
+
+
+FIRST_PRINT = {"type": "stream", "name": "stdout", "text": "first\n"}
+
+
+@contextlib.contextmanager
+def dying_session() -> Iterator[str]:
+    """The URL of a control API that answers one streamed cell with its first print
+    (:data:`FIRST_PRINT`) and then goes away, as a session whose process dies mid-answer."""
+    import json
+
+    line = json.dumps({"output": FIRST_PRINT}).encode() + b"\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_then_die() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n")
+                           if h.lower().startswith(b"content-length:")), 0)
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:  # read whole: the close is a close, not a reset
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n"
+                         + b"%x\r\n%s\r\n" % (len(line), line))
+
+    server = threading.Thread(target=answer_then_die, daemon=True)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        server.join(10)

@@ -224,31 +224,15 @@ async def test_a_jupyterlab_that_exits_is_started_again_on_its_port(
 
 def test_an_answer_that_breaks_off_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """The session's process dies mid-answer: the kernel says so in the cell."""
-    import socket
-    import threading
-
     from interactive.session.notebook.bridge import post
+    from tests.notebook_fixture import FIRST_PRINT, dying_session
 
-    line = b'{"output": {"type": "stream", "name": "stdout", "text": "first\\n"}}\n'
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def answer_then_die() -> None:
-        conn, _ = listener.accept()
-        with conn:
-            conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         + b"%x\r\n%s\r\n" % (len(line), line))
-
-    threading.Thread(target=answer_then_die, daemon=True).start()
     session_file = tmp_path / "session.json"
-    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-    write_json(session_file, {"control_url": url, "token": "t"}, mode=0o600)
     printed: list[dict[str, Any]] = []
-    try:
+    with dying_session() as url:
+        write_json(session_file, {"control_url": url, "token": "t"}, mode=0o600)
         answer = post(session_file, "/api/notebook/execute", {"code": "1"}, 30, printed.append)
-    finally:
-        listener.close()
-    assert printed == [{"type": "stream", "name": "stdout", "text": "first\n"}]
-    # A close reads as the answer's end; a reset (the request not read whole) as no answer.
+    assert printed == [FIRST_PRINT]
+    # A close reads as the answer's end; a reset, where the system sends one, as no answer.
     assert answer["error"].startswith(("the session's answer ended before the cell's result",
                                        "the session does not answer")), answer

@@ -131,25 +131,13 @@ async def test_an_answer_that_breaks_off_ends_the_cell_instead_of_hanging() -> N
     """The session's process dies mid-answer: the client hears what came, then the end."""
     import asyncio
 
+    from tests.notebook_fixture import dying_session
+
     assert NODE is not None
-    line = b'{"output": {"type": "stream", "name": "stdout", "text": "first\\n"}}\n'
-
-    async def answer_then_die(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(line), line))
-        await writer.drain()
-        writer.transport.abort()
-
-    server = await asyncio.start_server(answer_then_die, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
+    with dying_session() as url:
         node = await asyncio.create_subprocess_exec(
-            NODE, "-e", STREAMING, "print('first')", str(LIB), f"http://127.0.0.1:{port}",
-            stdout=asyncio.subprocess.PIPE)
+            NODE, "-e", STREAMING, "print('first')", str(LIB), url, stdout=asyncio.subprocess.PIPE)
         out, _ = await asyncio.wait_for(node.communicate(), 60)
-    finally:
-        server.close()
     first, result = out.decode().splitlines()
     assert first == 'OUTPUT {"type":"stream","name":"stdout","text":"first\\n"}'
     assert result == "RESULT {\"status\":200,\"body\":null}", result

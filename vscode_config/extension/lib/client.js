@@ -9,7 +9,9 @@ const TIMEOUT_MS = 5000;
 // once when it already has news, and within a minute at the latest).
 const WAIT_SECONDS = 55;
 
-function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
+// Sends a request to the session's control API; answer(res, resolve) reads its response
+// and settles the promise. timeoutMs 0: no timeout.
+function send(session, method, apiPath, body, timeoutMs, answer) {
   return new Promise((resolve, reject) => {
     let url;
     try {
@@ -25,20 +27,8 @@ function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
       headers['Content-Length'] = String(payload.length);
     }
     const transport = url.protocol === 'https:' ? https : http;
-    const req = transport.request(url, { method, headers, timeout: timeoutMs }, (res) => {
-      const chunks = [];
-      res.on('data', (chunk) => chunks.push(chunk));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json = null;
-        try {
-          json = text ? JSON.parse(text) : null;
-        } catch (err) {
-          json = null;
-        }
-        resolve({ status: res.statusCode, body: json });
-      });
-    });
+    const req = transport.request(url, { method, headers, timeout: timeoutMs },
+      (res) => answer(res, resolve));
     req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${timeoutMs} ms`)));
     req.on('error', reject);
     if (payload) {
@@ -48,63 +38,62 @@ function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
   });
 }
 
+function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
+  return send(session, method, apiPath, body, timeoutMs, (res, resolve) => {
+    const chunks = [];
+    res.on('data', (chunk) => chunks.push(chunk));
+    res.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      let json = null;
+      try {
+        json = text ? JSON.parse(text) : null;
+      } catch (err) {
+        json = null;
+      }
+      resolve({ status: res.statusCode, body: json });
+    });
+  });
+}
+
 // A cell run with its prints streamed (no timeout: it runs as long as it needs, and the stop
 // button interrupts it): onOutput(output) for each printed piece as it comes,
 // then {status, body} with the cell's whole answer (the error's body when not 200).
 function executeStreaming(session, code, onOutput) {
-  return new Promise((resolve, reject) => {
-    let url;
-    try {
-      url = new URL('/api/notebook/execute', session.controlUrl);
-    } catch (err) {
-      reject(new Error(`bad control URL ${session.controlUrl}: ${err.message}`));
-      return;
-    }
-    const payload = Buffer.from(JSON.stringify({ code, stream: true }));
-    const headers = {
-      Authorization: `Bearer ${session.token}`, 'Content-Type': 'application/json',
-      'Content-Length': String(payload.length),
+  return send(session, 'POST', '/api/notebook/execute', { code, stream: true }, 0, (res, resolve) => {
+    let pending = '';
+    let result = null;
+    const take = (text) => {
+      let data;
+      try {
+        data = JSON.parse(text);
+      } catch (err) {
+        return;
+      }
+      if (res.statusCode !== 200 || !data) {
+        result = data;
+      } else if (data.output) {
+        onOutput(data.output);
+      } else if (data.result) {
+        result = data.result;
+      }
     };
-    const transport = url.protocol === 'https:' ? https : http;
-    const req = transport.request(url, { method: 'POST', headers }, (res) => {
-      let pending = '';
-      let result = null;
-      const take = (text) => {
-        let data;
-        try {
-          data = JSON.parse(text);
-        } catch (err) {
-          return;
-        }
-        if (res.statusCode !== 200 || !data) {
-          result = data;
-        } else if (data.output) {
-          onOutput(data.output);
-        } else if (data.result) {
-          result = data.result;
-        }
-      };
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => {
-        pending += chunk;
-        let end = pending.indexOf('\n');
-        while (end >= 0) {
-          take(pending.slice(0, end));
-          pending = pending.slice(end + 1);
-          end = pending.indexOf('\n');
-        }
-      });
-      // 'close' also when the connection breaks mid-answer ('end' then never comes).
-      res.on('close', () => {
-        if (pending.trim()) {
-          take(pending);
-        }
-        resolve({ status: res.statusCode, body: result });
-      });
+    res.setEncoding('utf8');
+    res.on('data', (chunk) => {
+      pending += chunk;
+      let end = pending.indexOf('\n');
+      while (end >= 0) {
+        take(pending.slice(0, end));
+        pending = pending.slice(end + 1);
+        end = pending.indexOf('\n');
+      }
     });
-    req.on('error', reject);
-    req.write(payload);
-    req.end();
+    // 'close' also when the connection breaks mid-answer ('end' then never comes).
+    res.on('close', () => {
+      if (pending.trim()) {
+        take(pending);
+      }
+      resolve({ status: res.statusCode, body: result });
+    });
   });
 }
 

@@ -80,7 +80,7 @@ function targetSession(target, currentSession) {
 }
 
 function register(vscode, context, { currentSession, log }) {
-  const controllers = new Map(); // target key -> {controller, target}
+  const controllers = new Map(); // target key -> its notebook controller
 
   async function run(execution, cell, session) {
     execution.clearOutput(); // not awaited: the edits keep their order, the cell starts at once
@@ -113,7 +113,7 @@ function register(vscode, context, { currentSession, log }) {
   // The kernel of one target: the own one is there from the start; a rank's once opened.
   function controllerFor(target) {
     if (controllers.has(target.key)) {
-      return controllers.get(target.key).controller;
+      return controllers.get(target.key);
     }
     const id = target.key === 'own' ? CONTROLLER_ID : `${CONTROLLER_ID}-${target.key}`;
     const controller = vscode.notebooks.createNotebookController(
@@ -170,7 +170,7 @@ function register(vscode, context, { currentSession, log }) {
         log(`interrupt failed: ${err.message}`);
       }
     };
-    controllers.set(target.key, { controller, target });
+    controllers.set(target.key, controller);
     context.subscriptions.push(controller);
     return controller;
   }
@@ -230,7 +230,7 @@ function register(vscode, context, { currentSession, log }) {
     }
   }
 
-  controllerFor(targets({}).find((target) => target.key === 'own'));
+  controllerFor(targets({})[0]); // this IDE's own kernel, there from the start
   const item = vscode.window.createStatusBarItem('podcode.notebook', vscode.StatusBarAlignment.Left, 99);
   item.name = 'podcode notebook';
   item.text = '$(notebook) notebook';
