@@ -68,6 +68,20 @@ def waiting(home: Path, count: int) -> list[dict[str, Any]]:
     return now if len(now) == count else []
 
 
+def edited_while_waiting(job: Job, program: str) -> None:
+    """``program`` started; once its session waits, its ``1 // 0`` fixed in place."""
+    job.write("job.py", program)
+    job.start()
+    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
+    job.write("job.py", program.replace("1 // 0", "1 // 1"))
+
+
+def edits_saved(job: Job) -> bool:
+    """Whether the fix (``1 // 1``) is among the edits saved to the store."""
+    saved = [p for p in (job.home / "store" / "edits").rglob("*") if p.is_file()]
+    return any("1 // 1" in p.read_text(errors="replace") for p in saved)
+
+
 def ticks(job: Job) -> int:
     try:
         return int((job.workspace / "ticks").read_text() or 0)
@@ -191,10 +205,7 @@ asyncio.run(main())
 
 @pytest.mark.slow
 def test_a_timeout_while_the_session_waits_ends_it_with_the_edits_saved(job: Job) -> None:
-    job.write("job.py", TIMEOUT)
-    job.start()
-    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
-    job.write("job.py", TIMEOUT.replace("1 // 0", "1 // 1"))
+    edited_while_waiting(job, TIMEOUT)
     (job.workspace / "expire").touch()
     assert job.wait_exit(timeout=60) == 0, job.output()
     output = job.output()
@@ -227,17 +238,13 @@ asyncio.run(main())
 
 @pytest.mark.slow
 def test_sigterm_ends_the_process_even_when_a_framework_catches_system_exit(job: Job) -> None:
-    job.write("job.py", SWALLOWED)
-    job.start()
-    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
-    job.write("job.py", SWALLOWED.replace("1 // 0", "1 // 1"))
+    edited_while_waiting(job, SWALLOWED)
     assert job.proc is not None
     job.proc.send_signal(signal.SIGTERM)
     assert job.wait_exit(timeout=60) == 143, job.output()
     output = job.output()
     assert "CAUGHT SystemExit" in output and "ending the process now" in output
-    saved = [p for p in (job.home / "store" / "edits").rglob("*") if p.is_file()]
-    assert any("1 // 1" in p.read_text(errors="replace") for p in saved), output
+    assert edits_saved(job), output
 
 
 SIGTERM_IN_THREAD = """\
@@ -258,15 +265,65 @@ worker.join()
 
 @pytest.mark.slow
 def test_sigterm_saves_the_edits_of_a_session_waiting_in_another_thread(job: Job) -> None:
-    job.write("job.py", SIGTERM_IN_THREAD)
-    job.start()
-    wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
-    job.write("job.py", SIGTERM_IN_THREAD.replace("1 // 0", "1 // 1"))
+    edited_while_waiting(job, SIGTERM_IN_THREAD)
     assert job.proc is not None
     job.proc.send_signal(signal.SIGTERM)
     assert job.wait_exit(timeout=60) == 143, job.output()
-    saved = [p for p in (job.home / "store" / "edits").rglob("*") if p.is_file()]
-    assert any("1 // 1" in p.read_text(errors="replace") for p in saved), job.output()
+    assert edits_saved(job), job.output()
+
+
+TAKES_SIGTERM = """\
+import os, signal, threading, time
+
+
+def takes_sigterm() -> None:
+    \"\"\"The kernel hands a signal sent to the process to any thread that does not block
+    it (one that starts a thread at that moment may take it first): this one does.\"\"\"
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+    time.sleep(600)
+
+
+threading.Thread(target=takes_sigterm, daemon=True).start()
+"""
+
+
+def test_a_sigterm_another_thread_took_still_ends_a_session_waiting_off_the_main_thread(
+    job: Job,
+) -> None:
+    """The main thread, blocked in ``join()``, never runs Python's handler: the SIGTERM
+    that another thread took is passed on at once, the edits saved, the status 143."""
+    program = SIGTERM_IN_THREAD.replace("\n\n\n@vscode", f"\n{TAKES_SIGTERM}\n\n@vscode")
+    assert "takes_sigterm" in program
+    edited_while_waiting(job, program)
+    (job.workspace / "go").touch()
+    assert job.wait_exit(timeout=60) == 143, job.output()
+    assert edits_saved(job), job.output()
+
+
+def test_a_sigterm_another_thread_took_keeps_its_default_action_while_no_call_runs(
+    job: Job,
+) -> None:
+    job.write("job.py", TAKES_SIGTERM + """
+from interactive import vscode
+
+
+@vscode(ide="none")
+def task() -> int:
+    return 1
+
+
+task()
+sleeper = threading.Thread(target=time.sleep, args=(600,), daemon=True)
+sleeper.start()
+print("READY", flush=True)
+sleeper.join()  # the main thread blocked in C
+""")
+    job.start()
+    wait_until(lambda: "READY" in job.output(), "the task to have run")
+    (job.workspace / "go").touch()
+    assert job.wait_exit(timeout=30) == -signal.SIGTERM, job.output()  # as without podcode
 
 
 def test_sigterm_keeps_its_default_action_while_no_decorated_call_runs(job: Job) -> None:

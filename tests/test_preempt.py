@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import os
 import queue
 import signal
 import threading
@@ -115,6 +116,25 @@ def test_uninstall_restores_the_previous_handler() -> None:
     assert signal.getsignal(signal.SIGTERM) is not previous
     preempt.uninstall()
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_a_forked_child_lets_the_wakeup_pipe_go() -> None:
+    """A DataLoader's worker (forked) that is sent SIGTERM must not preempt its parent:
+    the child's signals are not written to the parent's pipe."""
+    signal.set_wakeup_fd(-1)
+    preempt.install()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its wakeup fd, end at once
+        os.write(write, str(signal.set_wakeup_fd(-1)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 32) == b"-1"
+    os.close(read)
+    ours = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(ours)
+    assert ours != -1  # the parent's stays
 
 
 def test_install_outside_the_main_thread_does_nothing() -> None:

@@ -15,6 +15,10 @@ process ends once the hooks have run. The handler is installed from the main
 thread when a task is decorated (so that a session waiting on any thread is
 woken); while no decorated call is in flight and nothing waits, SIGTERM then
 keeps its default action.
+
+The main thread runs Python's signal handlers, and may be blocked in C when the signal
+comes (joining the thread a framework runs the task in): a SIGTERM that another thread
+took is passed on at once by :mod:`interactive.task.wakeup`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from interactive.base.threads import run_in_thread, start_thread
+from interactive.task import wakeup
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +115,7 @@ def install() -> None:
         return
     _state.previous = None if current is _handle else current
     signal.signal(signal.SIGTERM, _handle)
+    wakeup.watch(_passed_on)  # a SIGTERM that another thread takes
     _state.installed = True
     _state.idle_default = False
     logger.debug("SIGTERM handler installed (previous: %r)", _state.previous)
@@ -128,14 +134,15 @@ def uninstall() -> None:
 
 
 def on_terminate(callback: Callable[[], None]) -> Callable[[], None]:
-    """Call ``callback`` (from the handler: keep it short, non-blocking, lock-free) on SIGTERM.
+    """Call ``callback`` once, at SIGTERM: from the handler (keep it short, non-blocking,
+    lock-free) or from the thread that passes on a SIGTERM another thread took.
 
     If SIGTERM already arrived, ``callback`` is called at once. Returns a
     function that unregisters it.
     """
     waker_id = next(_state.ids)
     _state.wakers[waker_id] = callback
-    if not check_alive():
+    if not check_alive() and _state.wakers.pop(waker_id, None) is not None:
         _call(callback)
 
     def unregister() -> None:
@@ -150,12 +157,9 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         return
     _state.in_handler = True
     try:
-        if _state.terminated_at is None:
-            _state.terminated_at = time.monotonic()
-        for waker in list(_state.wakers.values()):
-            _call(waker)
-        previous = _state.previous
         idle = _state.idle_default and not _state.wakers and not _state.in_flight
+        _arrived()
+        previous = _state.previous
         if idle and previous in (None, signal.SIG_DFL):  # as if podcode were not there
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
@@ -164,6 +168,32 @@ def _handle(signum: int, frame: FrameType | None) -> None:
             previous(signum, frame)
     finally:
         _state.in_handler = False
+
+
+def _arrived() -> None:
+    """SIGTERM came: note when (the first time) and wake whoever waits, each waker once
+    (the handler and :func:`_passed_on` may both see one SIGTERM)."""
+    if _state.terminated_at is None:
+        _state.terminated_at = time.monotonic()
+    while True:
+        try:
+            _, waker = _state.wakers.popitem()  # atomic: one caller gets each waker
+        except KeyError:
+            return
+        _call(waker)
+
+
+def _passed_on(signum: int) -> None:
+    """A signal that another thread took (:mod:`interactive.task.wakeup`), seen at once
+    while the main thread may be blocked in C: SIGTERM wakes what is in flight, or, with
+    nothing in flight, is sent on to the main thread, whose handler gives it its default
+    action (a thread-directed signal only that thread takes)."""
+    if signum != signal.SIGTERM or signal.getsignal(signal.SIGTERM) is not _handle:
+        return
+    if _state.in_flight or _state.wakers:
+        _arrived()
+    elif _state.idle_default and _state.previous in (None, signal.SIG_DFL):
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
 
 
 def _call(waker: Callable[[], None]) -> None:
@@ -302,5 +332,6 @@ def hook_name(hook: Callable[[], object]) -> str:
 
 def _reset_for_tests() -> None:
     """Forget the SIGTERM (and the wakers); the handler stays as it is."""
+    wakeup._flush_for_tests()
     _state.terminated_at = None
     _state.wakers.clear()
