@@ -186,6 +186,13 @@ RAY_LINE = re.compile(r"\x1b\[\d+m\(|\(\S+ pid=\d+")
 unbuffered ``print`` writes its text and its newline apart)."""
 
 
+RAY_TEXT = re.compile(rf"(?:{RAY_LINE.pattern})(?:(?!TRIAL |ERRORS )[^\n])*\n?")
+"""What Ray's log forwarding wrote: from its prefix to its newline, or to the driver's own
+line that was written between its text and its newline."""
+
+
 def trials(output: str) -> list[str]:
-    lines = (RAY_LINE.split(line, 1)[0].rstrip() for line in output.splitlines())
-    return [line for line in lines if line.startswith(("TRIAL", "ERRORS"))]
+    """The driver's TRIAL and ERRORS lines, whole again where Ray's forwarded lines came
+    between the parts a ``print`` writes (its arguments, their separators, its newline)."""
+    own = RAY_TEXT.sub("", output)
+    return [line.rstrip() for line in own.splitlines() if line.startswith(("TRIAL", "ERRORS"))]

@@ -6,6 +6,7 @@ results must be the same."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,11 +33,24 @@ def without_podcode(cluster: Cluster, folder: Path, text: str, **env: str) -> It
     """The program ``text`` run with podcode off, a job of its own started at once, beside
     what the test runs with podcode on: its output is what its ``finish()`` returns."""
     folder.mkdir()
-    driver = Driver(cluster, folder, {"driver.py": text}, PODCODE_ENABLE="0", **env)
+    driver = Driver(cluster, folder, {"driver.py": own_experiment(text)}, PODCODE_ENABLE="0",
+                    **env)
     try:
         yield driver
     finally:
         driver.stop()
+
+
+EXPERIMENT = re.compile(r'RunConfig\(name="(\w+)"')
+
+
+def own_experiment(text: str) -> str:
+    """``text`` with its experiment renamed: Tune stages a driver's files under the
+    cluster's ``artifacts/<second it started>/<experiment>``, so two drivers of one name
+    that start in the same second share them (and one restores the other's state)."""
+    for name in set(EXPERIMENT.findall(text)):  # none in a program without Tune
+        text = text.replace(f'"{name}"', f'"{name}_off"')
+    return text
 
 
 def assert_one_session_one_fix(output: str, expected: list[str], taken: int) -> None:
