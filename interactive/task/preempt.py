@@ -157,10 +157,10 @@ def _handle(signum: int, frame: FrameType | None) -> None:
         return
     _state.in_handler = True
     try:
-        idle = _state.idle_default and not _state.wakers and not _state.in_flight
+        default = _default_action()  # before the wakers are taken
         _arrived()
         previous = _state.previous
-        if idle and previous in (None, signal.SIG_DFL):  # as if podcode were not there
+        if default:  # as if podcode were not there
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
@@ -190,10 +190,17 @@ def _passed_on(signum: int) -> None:
     action (a thread-directed signal only that thread takes)."""
     if signum != signal.SIGTERM or signal.getsignal(signal.SIGTERM) is not _handle:
         return
-    if _state.in_flight or _state.wakers:
-        _arrived()
-    elif _state.idle_default and _state.previous in (None, signal.SIG_DFL):
+    if _default_action():
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+    elif _state.in_flight or _state.wakers:
+        _arrived()
+
+
+def _default_action() -> bool:
+    """Whether SIGTERM ends the process at once, as without podcode: installed ahead, no
+    decorated call in flight, nothing waiting, and no handler of the program's before."""
+    return (_state.idle_default and not _state.wakers and not _state.in_flight
+            and _state.previous in (None, signal.SIG_DFL))
 
 
 def _call(waker: Callable[[], None]) -> None:

@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _fds: tuple[int, int] | None = None
 """(read, write): the pipe whose write end is this process's wakeup fd, once set."""
-_fork_hook = False
 _MARK = 0
 """Not a signal's number: written by :func:`_flush_for_tests` behind the signals so far."""
 _passed = threading.Event()
@@ -42,7 +41,7 @@ def watch(on_signal: Callable[[int], None]) -> bool:
     """From the main thread: make this process's wakeup fd podcode's pipe, read by a thread
     that calls ``on_signal`` with each signal's number (the first call's function, for
     good). False where another wakeup fd is set (it stays) or outside the main thread."""
-    global _fds, _fork_hook
+    global _fds
     if threading.current_thread() is not threading.main_thread():
         return False
     with _lock:
@@ -50,8 +49,8 @@ def watch(on_signal: Callable[[int], None]) -> bool:
         if _fds is None:
             read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)  # the C handler never blocks
             os.set_blocking(read, True)
-            _fds = (read, write)
-        read, write = _fds
+        else:
+            read, write = _fds
         try:
             previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
         except (ValueError, OSError) as exc:
@@ -62,14 +61,10 @@ def watch(on_signal: Callable[[int], None]) -> bool:
                 signal.set_wakeup_fd(previous)
             if fresh:
                 _close(read, write)
-                _fds = None
             return False
-        if not fresh:
-            return True
-        if not _fork_hook:
-            os.register_at_fork(after_in_child=_forget)
-            _fork_hook = True
-    start_thread(_read, "signals", read, on_signal)
+        _fds = (read, write)
+    if fresh:
+        start_thread(_read, "signals", read, on_signal)
     return True
 
 
@@ -104,6 +99,9 @@ def _forget() -> None:
             signal.set_wakeup_fd(previous)
     _close(*_fds)
     _fds = None
+
+
+os.register_at_fork(after_in_child=_forget)
 
 
 def _close(*fds: int) -> None:
