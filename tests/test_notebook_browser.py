@@ -93,6 +93,9 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             # The companion's kernel is selected, named after the session's task.
             await page.get_by_text("podcode: job.py:middle (failed frame)").first.wait_for()
             await page.keyboard.press("Control+B")  # the side bar closed too
+            # The starter's Markdown renders (its headings), offline too.
+            await in_outputs(page, "h1 >> text=failed")
+            await in_outputs(page, "h2 >> text=The task's code")
             # The cursor waits in the starter's empty cell: type, and run.
             await page.wait_for_function(IN_CELL, polling=50)
             await run_cells(page, CELLS[:2])
