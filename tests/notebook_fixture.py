@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import sys
 import threading
@@ -73,8 +74,6 @@ FIRST_PRINT = {"type": "stream", "name": "stdout", "text": "first\n"}
 def dying_session() -> Iterator[str]:
     """The URL of a control API that answers one streamed cell with its first print
     (:data:`FIRST_PRINT`) and then goes away, as a session whose process dies mid-answer."""
-    import json
-
     line = json.dumps({"output": FIRST_PRINT}).encode() + b"\n"
     listener = socket.create_server(("127.0.0.1", 0))
 

@@ -160,10 +160,7 @@ asyncio.run(main())
 
 @pytest.mark.slow
 def test_cancelling_the_awaiting_task_ends_its_session_with_the_edits_saved(job: Job) -> None:
-    job.write("job.py", CANCEL)
-    job.start()
-    [record] = wait_until(lambda: waiting(job.home, 1), "a waiting session", timeout=90)
-    job.write("job.py", CANCEL.replace("1 // 0", "1 // 1"))
+    edited_while_waiting(job, CANCEL)
     (job.workspace / "cancel").touch()
     assert job.wait_exit(timeout=60) == 0, job.output()
     output = job.output()
