@@ -99,3 +99,8 @@ def dying_session() -> Iterator[str]:
     finally:
         listener.close()
         server.join(10)
+
+
+HOLD = threading.Event()
+"""A cell can block on it in native code (``HOLD.wait()`` releases the GIL, as
+``time.sleep`` does); the test sets it to let the cell's thread end."""

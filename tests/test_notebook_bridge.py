@@ -133,6 +133,34 @@ async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path)
             assert reply["status"] == "error" and "resuming" in reply["evalue"], reply
 
 
+async def test_a_cell_sent_as_the_kernel_starts_runs_and_shows_its_output(
+    tmp_path: Path
+) -> None:
+    """A cell sent before the client could subscribe to the kernel's output channel (no
+    ``wait_for_ready``, as a cell typed while JupyterLab connects): its output is not lost
+    to ZeroMQ's late subscriber."""
+    host, failure = Host(tmp_path), failure_of_failing()
+    async with served_api(host, failure=lambda: failure) as (_, url):
+        session_file = tmp_path / "session.json"
+        write_json(session_file, {"control_url": url, "token": "s3cret"}, mode=0o600)
+        kernels = tmp_path / "kernels" / KERNEL_NAME
+        kernels.mkdir(parents=True)
+        (kernels / "kernel.json").write_text(json.dumps(kernel_spec(session_file, "frame")))
+        specs = kernelspec.KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
+        kernel = manager.AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+        await kernel.start_kernel()
+        client = kernel.client()
+        client.start_channels()
+        try:
+            reply, seen = await _run(client, 'print("early", total)\ntotal')
+        finally:
+            client.stop_channels()
+            await kernel.shutdown_kernel(now=True)
+        assert reply["status"] == "ok", reply
+        assert seen == [("stream", {"name": "stdout", "text": "early 12\n"}),
+                        ("display_data", {"data": {"text/plain": "12"}, "metadata": {}})]
+
+
 def test_the_servers_token_is_in_a_private_file_never_in_its_command_line(
     tmp_path: Path
 ) -> None:

@@ -205,15 +205,77 @@ def test_a_new_failure_starts_a_new_namespace() -> None:
         kernel.close()
 
 
-def test_outputs_clip_long_text_and_survive_a_failing_repr() -> None:
-    class Broken:
-        def __repr__(self) -> str:
-            raise RuntimeError("no")
-
-    assert "repr failed with RuntimeError" in outputs.plain(Broken())
+def test_outputs_clip_long_text() -> None:
     assert outputs.clip("x" * 10, 4).startswith("xxxx\n... (6 more")
 
 
+BROKEN = """
+class BadStr(Exception):
+    def __str__(self):
+        raise TypeError("no str")
+
+class BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+class WorseRepr:
+    def __repr__(self):
+        raise BadStr()
+
+class Halt(BaseException):
+    pass
+"""
+
+
+@pytest.mark.parametrize(("cell", "ename", "said"), [
+    ("raise BadStr()", "BadStr", "str() of a BadStr failed: TypeError: no str"),
+    ("BadRepr()", "RuntimeError", "no repr"),
+    ("print('before'); WorseRepr()", "BadStr", "str() of a BadStr failed"),
+    ("raise Halt('stop')", "Halt", "stop"),
+    ("raise SystemExit(3)", "SystemExit", "3"),
+])
+def test_every_failure_answers_not_ok_with_what_it_can_say(
+    kernel: FrameKernel, cell: str, ename: str, said: str
+) -> None:
+    """An exception whose ``__str__`` raises, a value whose ``__repr__`` raises (even one
+    that raises such an exception), a ``BaseException`` of the cell's own: each is an
+    error output and ``ok`` false, and the kernel goes on."""
+    assert run(kernel, BROKEN)["ok"]
+    result = run(kernel, cell)
+    assert not result["ok"], result
+    error = result["outputs"][-1]
+    assert error["type"] == "error" and error["ename"] == ename, result
+    assert said in error["evalue"] + error["traceback"], error
+    if "before" in cell:
+        assert result["outputs"][0]["text"] == "before\n"
+    assert plain(run(kernel, "total")) == ["12"]
+
+
+def test_a_cell_that_prints_without_end_keeps_only_the_head_and_says_how_much_went(
+    kernel: FrameKernel
+) -> None:
+    line = "y" * 1023 + "\n"
+    lines = 3 * outputs.MAX_PRINTED_BYTES // len(line)
+    result = run(kernel, f"for _ in range({lines}): print({line[:-1]!r})\n"
+                         "import sys; print('late', file=sys.stderr)")
+    [out] = result["outputs"]
+    assert out["name"] == "stdout" and out["text"].startswith(line * 100)
+    kept, _, note = out["text"].rpartition("\n... (")
+    assert len(kept.encode()) == outputs.MAX_PRINTED_BYTES  # the head, to the byte
+    dropped = int(note.split()[0])
+    assert dropped == lines * len(line) + len("late\n") - outputs.MAX_PRINTED_BYTES
+
+
+def test_the_spool_keeps_bytes_not_characters_and_never_half_of_one() -> None:
+    from interactive.session.notebook.streams import Spool
+
+    spool = Spool(limit=6)
+    assert spool.keep("ab") == "ab" and spool.dropped == 0
+    assert spool.keep("€€") == "€"  # 6 bytes, 4 of room: one whole '€' (3 bytes)
+    assert spool.dropped == 3
+    assert spool.keep("c") == "" and spool.dropped == 4  # full: nothing after a cut
+    spool = Spool(limit=2)
+    assert spool.keep("€") == "" and spool.dropped == 3  # no half character
 def test_a_tensor_shows_its_shape_dtype_and_device(kernel: FrameKernel) -> None:
     pytest.importorskip("torch")
     (text,) = plain(run(kernel, "import torch\ntorch.zeros(total, 3)"))

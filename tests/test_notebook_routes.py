@@ -177,3 +177,42 @@ def test_streamed_prints_are_merged_and_capped() -> None:
         assert sent.take() == []
     finally:
         loop.close()
+
+
+async def test_stopping_the_api_never_waits_for_a_cell_in_native_code(tmp_path: Path) -> None:
+    """A cell blocked in native code (a lock's wait, as ``time.sleep``) and one queued
+    behind it: the API's stop answers both at once (left running, not run) and returns
+    while the first still blocks, on a thread nothing waits for."""
+    from interactive.base.ports import listen_socket
+    from interactive.session.control import ControlServer
+    from tests import notebook_fixture
+
+    host, failure = Host(tmp_path), failure_of_failing()
+    notebook_fixture.HOLD.clear()
+    server = ControlServer(host, "s3cret", listen_socket("127.0.0.1", 0), failure=lambda: failure)
+    await server.start()
+    assert server.notebook is not None
+    kernel = server.notebook.kernel
+    blocked = "import tests.notebook_fixture as f\nf.HOLD.wait(120)\n'returned'"
+    try:
+        async with aiohttp.ClientSession(
+            server.url, headers={"Authorization": "Bearer s3cret"}
+        ) as client:
+            streamed = asyncio.ensure_future(client.post(
+                "/api/notebook/execute", json={"code": blocked, "stream": True}))
+            while not kernel.busy():
+                await asyncio.sleep(0.01)
+            queued = asyncio.ensure_future(_cell(client, "'queued'"))
+            await asyncio.sleep(0.2)  # the second request reaches the kernel's queue
+            await asyncio.wait_for(server.stop(), 60)  # a guard against a hang, not a timing
+            assert kernel.busy() and not notebook_fixture.HOLD.is_set()  # still in the call
+            async with await streamed as answer:
+                [last] = [json.loads(raw) async for raw in answer.content]
+            left = last["result"]
+            assert not left["ok"] and "left running" in left["outputs"][-1]["evalue"], left
+            not_run = await queued
+            assert not not_run["ok"] and "before this cell ran" in not_run["outputs"][-1]["evalue"]
+            later = kernel.execute("'after the stop'").result(30).as_dict()  # answered at once
+            assert not later["ok"] and "before this cell ran" in later["outputs"][-1]["evalue"]
+    finally:
+        notebook_fixture.HOLD.set()

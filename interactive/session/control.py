@@ -52,6 +52,10 @@ again at once, so a waiting IDE costs one request a minute instead of one every 
 seconds, and still hears of a change at once."""
 LINGER_SECONDS = 2.0
 """How long an unread body is drained after the response before the connection closes."""
+STOP_SECONDS = 0.25
+"""At stop, how long requests still being answered get to finish before they are
+cancelled (a notebook cell's request is answered at once: the stop never waits for a
+cell). Nothing the session needs is lost: the session is ending."""
 
 
 class Controls(Protocol):
@@ -334,7 +338,7 @@ class ControlServer:
             controls, failure)  # type: ignore[arg-type]
         self._runner = web.AppRunner(
             build_app(controls, token, body_timeout, password, editors, self.notebook),
-            handle_signals=False, access_log=None,
+            handle_signals=False, access_log=None, shutdown_timeout=STOP_SECONDS,
         )
         self._sock = sock
         self._head_timeout = head_timeout
@@ -356,6 +360,9 @@ class ControlServer:
         self._listener = await loop.create_server(connection, sock=self._sock)
 
     async def stop(self) -> None:
+        """Stop serving within about :data:`STOP_SECONDS`: a running notebook cell is
+        answered as left running (its thread goes on alone), other requests in flight are
+        given that long, then cancelled."""
         if self.notebook is not None:
             self.notebook.close()
         if self._listener is not None:

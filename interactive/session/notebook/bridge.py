@@ -9,6 +9,12 @@ prints it, then its rich displays and traceback. An interrupt request is
 ``POST /api/notebook/interrupt``. So JupyterLab and VS Code's notebook see one namespace:
 the failed frame's.
 
+A cell sent as the kernel starts, before any client listens on its output channel
+(IOPub, a ZeroMQ publisher: what is published before a subscriber joined is lost), waits
+until one does (at most :data:`LISTENER_WAIT_SECONDS`): its output would be lost
+otherwise, and the cell would look as if it never ran. ipykernel's publisher hears each
+subscription (it answers with ``iopub_welcome``); :class:`HeardIOPub` tells the kernel.
+
     python -m interactive.session.notebook.bridge --session-file FILE -f CONNECTION_FILE
 """
 
@@ -18,12 +24,15 @@ import asyncio
 import http.client
 import json
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ipykernel import kernelapp
+from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
 
@@ -33,6 +42,26 @@ EXECUTE_TIMEOUT_SECONDS = 24 * 3600.0
 INTERRUPT_RETRY_SECONDS, INTERRUPT_ATTEMPTS = 0.1, 30
 """An interrupt that finds no cell running while one is in flight is sent again (the
 cell's request may not have reached the task yet), this often, this many times."""
+
+LISTENER_WAIT_SECONDS = 30.0
+"""How long a cell waits for a client to listen on the kernel's output channel; then it
+runs all the same (its reply still says how it ended)."""
+
+LISTENING = threading.Event()
+"""Set once a client subscribed to the kernel's output channel."""
+
+NO_LISTENER = ("no client listened on the kernel's output channel within "
+               f"{LISTENER_WAIT_SECONDS:g} s: the cell ran, but what it showed may be lost")
+
+
+class HeardIOPub(IOPubThread):
+    """ipykernel's output channel, which also sets :data:`LISTENING` at a subscription."""
+
+    def _handle_subscription(self, frames: Any) -> None:
+        super()._handle_subscription(frames)  # type: ignore[no-untyped-call]
+        if any(bytes(frame)[:1] == b"\x01" for frame in frames):
+            LISTENING.set()
+
 
 NATIVE = ("podcode: the cell is blocked in native code (a C call such as time.sleep or a "
           "blocking read); it stops when that call returns to Python\n")
@@ -134,6 +163,8 @@ class FrameBridge(Kernel):
             if not silent:
                 self.send_response(self.iopub_socket, "error", error)  # type: ignore[no-untyped-call]
             return {"status": "error", "execution_count": self.execution_count, **error}
+        heard = LISTENING.is_set() or await asyncio.to_thread(LISTENING.wait,
+                                                             LISTENER_WAIT_SECONDS)
         loop, streamed = asyncio.get_running_loop(), dict[str, str]()
 
         def show(output: dict[str, Any]) -> None:  # on the loop, in the order printed
@@ -162,6 +193,9 @@ class FrameBridge(Kernel):
             for kind, content in sent:
                 self.send_response(self.iopub_socket, kind, content)  # type: ignore[no-untyped-call]
         errors = [content for kind, content in sent if kind == "error"]
+        if not heard:  # said in the reply, the one message that cannot be lost
+            errors.append({"ename": "podcode", "evalue": NO_LISTENER,
+                           "traceback": [f"podcode: {NO_LISTENER}"]})
         if errors:
             return {"status": "error", "execution_count": count, **errors[-1]}
         return self._ok()
@@ -194,6 +228,7 @@ def main(argv: list[str]) -> None:
                          "--session-file FILE -f CONNECTION_FILE")
     at = argv.index("--session-file")
     FrameBridge.session_file = Path(argv[at + 1])
+    kernelapp.IOPubThread = HeardIOPub  # type: ignore[attr-defined]  # its app makes IOPub of it
     IPKernelApp.launch_instance(argv=argv[:at] + argv[at + 2:], kernel_class=FrameBridge)
 
 

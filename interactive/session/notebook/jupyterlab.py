@@ -7,9 +7,23 @@ the task's process, through the control API's ``/api/notebook/*`` routes, as the
 companion's cells do. Nothing of the user's Jupyter set-up is read or changed: the
 server's configuration and data folders are the session's own (``0700``, in the podcode
 home), and its kernel talks to it over Unix sockets in a ``0700`` temporary folder. The
-token is in a ``0600`` configuration file there while the server starts, never in its
-command line nor its environment (that its terminals and kernels inherit), and the file
-is removed once the server answers.
+server's environment is the task's without any variable that points Jupyter or IPython at
+a folder of the user's (:func:`isolated_environ`): their configuration files, extensions,
+kernel specs and startup files are not read. What jupyter_core always reads is the
+image's own: the configuration under ``sys.prefix`` (``etc/jupyter``: it enables the
+installed server extensions, JupyterLab's among them) and the system-wide folders
+(``/usr/local/etc/jupyter``, ``/etc/jupyter``), and the extensions installed under
+``sys.prefix/share/jupyter``.
+
+The token is in a ``0600`` configuration file there while the server starts, never in
+its command line nor its environment (that its terminals and kernels inherit). The
+file is removed once the server answers, and so are the two files the server writes
+into its runtime folder as it starts, which hold the token too: ``jpserver-<pid>.json``
+(``0600``, read only by ``jupyter server list`` and ``stop``) and
+``jpserver-<pid>-open.html`` (the page ``--no-browser`` still writes; jupyter_server's
+``no_browser_open_file`` cannot be set from the command line); its
+``jupyter_cookie_secret`` (the key that signs login cookies) is removed too. From then on,
+the token is only in the server's memory and the session's records.
 
 JupyterLab is not restarted when it exits: the session says its IDE is down (the
 debugger and the control API still serve).
@@ -44,7 +58,16 @@ log = logging.getLogger(__name__)
 KERNEL_NAME = "podcode"
 """The kernel spec's name: the starter notebook's ``kernelspec`` names it."""
 START_TIMEOUT_SECONDS = 60.0
-STOP_GRACE_SECONDS = 5.0
+STOP_GRACE_SECONDS = 0.1
+"""At stop, how long the server and its kernels get after SIGTERM before SIGKILL: nothing
+of theirs needs a graceful shutdown (the notebook is saved by the browser as the user
+works; the kernel is a bridge that holds no state)."""
+FOREIGN_PREFIXES = ("JUPYTER", "IPYTHON")
+"""Variables of the task's environment not passed to the server: every ``JUPYTER*``
+(``JUPYTER_CONFIG_PATH``, ``JUPYTER_PATH``, ``JUPYTER_TOKEN``, ``JUPYTERLAB_DIR``...)
+and ``IPYTHON*`` one; the session's own are set instead."""
+FOREIGN_NAMES = ("XDG_CONFIG_DIRS", "XDG_DATA_DIRS")
+"""Read by jupyter_core (through platformdirs) as more configuration and data folders."""
 MAX_RESTARTS, RESTART_DELAY_SECONDS = 3, 1.0
 """A server that exits is started again this many times at most, after this pause (as
 code-server is)."""
@@ -130,7 +153,45 @@ def prepare(folder: Path, runtime: Path, *, password: str | None,
     return {"JUPYTER_CONFIG_DIR": str(config), "JUPYTER_DATA_DIR": str(data),
             "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTERLAB_SETTINGS_DIR": str(settings),
             "JUPYTERLAB_WORKSPACES_DIR": str(folder / "lab-workspaces"),
-            "JUPYTER_PLATFORM_DIRS": "1"}
+            "JUPYTER_PLATFORM_DIRS": "1", "IPYTHONDIR": str(folder / "ipython")}
+
+
+def isolated_environ(task: Mapping[str, str], own: Mapping[str, str],
+                     user_site: bool) -> dict[str, str]:
+    """The server's environment: ``task``'s without what would point Jupyter or IPython
+    at the user's folders, then ``own`` (the session's folders). ``user_site``: JupyterLab
+    itself is installed in the user's site-packages, which must stay readable; otherwise
+    the user site is left out (jupyter_core reads ``~/.local/etc/jupyter`` through it)."""
+    env = {name: value for name, value in task.items()
+           if not name.startswith(FOREIGN_PREFIXES) and name not in FOREIGN_NAMES}
+    if not user_site:
+        env["PYTHONNOUSERSITE"] = "1"
+    return {**env, **own}
+
+
+def installed_in_user_site() -> bool:
+    """Whether JupyterLab is imported from the user's site-packages (``pip --user``)."""
+    import importlib.util
+    import site
+
+    spec = importlib.util.find_spec("jupyterlab")
+    origin = spec.origin if spec is not None else None
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    return bool(origin and user and Path(origin).resolve().is_relative_to(Path(user).resolve()))
+
+
+def remove_secret_files(runtime: Path) -> list[Path]:
+    """Remove what the server wrote into ``runtime`` as it started that holds a secret:
+    ``jpserver-*.json`` and ``jpserver-*-open.html`` (the token) and
+    ``jupyter_cookie_secret`` (the key that signs its login cookies). It has read them
+    into memory; nothing the session uses reads them again."""
+    removed = []
+    for path in [*runtime.glob("jpserver-*.json"), *runtime.glob("jpserver-*.html"),
+                 runtime / "jupyter_cookie_secret"]:
+        if path.exists():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 class JupyterLab:
@@ -168,13 +229,15 @@ class JupyterLab:
         self._runtime = Path(tempfile.mkdtemp(prefix="podcode-jupyter-"))  # 0700
         extra = await asyncio.to_thread(prepare, self.folder, self._runtime,
                                         password=self._password, kernels=self.kernels)
+        user_site = await asyncio.to_thread(installed_in_user_site)
+        env = isolated_environ(child_environ(os.environ, {}, self._marker), extra, user_site)
         secret = self.folder / "config" / "jupyter_server_config.json"
         opens = self.notebook.relative_to(self.root).as_posix()
         args = command_line(root=self.root, bind=self.bind, port=self.port, opens=opens)
         log.info("starting JupyterLab: %s", " ".join(args))
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *args, env={**child_environ(os.environ, {}, self._marker), **extra},
+                *args, env=env,
                 cwd=str(self.root), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
@@ -190,6 +253,7 @@ class JupyterLab:
             raise
         finally:
             secret.unlink(missing_ok=True)
+        await asyncio.to_thread(remove_secret_files, self._runtime)  # written before it serves
         log.info("JupyterLab is ready at %s (pid %d)", self.url, self._proc.pid)
 
     async def _read_output(self, proc: asyncio.subprocess.Process) -> None:

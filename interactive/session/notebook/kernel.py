@@ -18,12 +18,22 @@ Interrupt: ``KeyboardInterrupt`` is raised in the worker thread
 (``PyThreadState_SetAsyncExc``); Python code stops at its next bytecode. A cell inside a
 native call (``time.sleep``, a C extension) sees it only when the call returns: if it has
 not stopped within :data:`INTERRUPT_WAIT_SECONDS`, the interrupt says so.
+
+The session never waits for a cell: when it ends (resume, abort, SIGTERM, cleanup),
+:meth:`FrameKernel.close` answers the running cell as left running and the queued ones as
+not run, at once. The worker is a daemon thread: one blocked in native code does not hold
+up the process's exit. A cell that holds the GIL in native code (a C loop that never
+releases it) stops every thread of the process, the session's included: nothing in the
+process can end it, and the pod's own end (Kubernetes kills the process when its
+termination grace period is over) is the bound; the session's watchdog process then ends
+the IDE's processes and clears the session's secrets (:mod:`interactive.session.watchdog`).
 """
 
 from __future__ import annotations
 
 import ast
 import concurrent.futures
+import contextlib
 import ctypes
 import itertools
 import linecache
@@ -127,6 +137,7 @@ class FrameKernel:
         self._namespace: dict[str, Any] = {}
         self._for: BaseException | None = None
         self._counter = itertools.count(1)
+        self._closed = False
         self.helpers: dict[str, Any] = {}
         """Set by the session: what :mod:`.here` offers a cell (resume, the inputs...)."""
 
@@ -138,6 +149,9 @@ class FrameKernel:
         with self._lock:
             cell = _Cell(source, concurrent.futures.Future(), CellResult(count=next(self._counter)),
                          printed)
+            if self._closed:  # no worker will take it
+                cell.done.set_result(abandoned(cell.result.count, NOT_RUN))
+                return cell.done
             if self._thread is None:
                 self._thread = start_thread(self._work, f"{self._name}-cells")
         self._cells.put(cell)
@@ -161,10 +175,23 @@ class FrameKernel:
         return self._running is not None
 
     def close(self) -> None:
-        """Stop taking cells; a running cell is interrupted."""
+        """Stop taking cells, at once: a running cell is interrupted and answered as left
+        running (one in native code goes on until its call returns, on its daemon thread:
+        nothing waits for it); cells still queued are answered as not run."""
+        with self._lock:
+            self._closed = True
+            cell = self._running
+        while True:  # the queued cells: answered now, not when the running one returns
+            try:
+                queued = self._cells.get_nowait()
+            except queue.Empty:
+                break
+            if queued is not None:
+                _answer(queued.done, abandoned(queued.result.count, NOT_RUN))
         self._cells.put(None)
-        if self._running is not None:
+        if cell is not None:
             self.interrupt(0)
+            _answer(cell.done, abandoned(cell.result.count, LEFT_RUNNING))
 
     # -- the worker thread ----------------------------------------------------------
     def _work(self) -> None:
@@ -191,8 +218,15 @@ class FrameKernel:
         if not cell.done.set_running_or_notify_cancel():
             return
         with self._lock:
+            if self._closed:
+                _answer(cell.done, abandoned(cell.result.count, NOT_RUN))
+                return
             self._running = cell
-        self._execute(cell.source, cell.result, cell.printed)
+        try:
+            self._execute(cell.source, cell.result, cell.printed)
+        except BaseException as exc:  # an interrupt landing as the outcome was shown
+            cell.result.ok = False
+            cell.result.outputs.append(outputs.error(exc, frozenset()))
 
     def _settle(self, cell: _Cell) -> None:
         """The cell is over: no interrupt is sent for it from now on; its answer given."""
@@ -200,18 +234,19 @@ class FrameKernel:
             try:
                 with self._lock:
                     self._running = None
-                if not cell.done.done():
-                    cell.done.set_result(cell.result)
+                _answer(cell.done, cell.result)
                 return
             except BaseException:  # the cell's one interrupt, landing late: once more
                 log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
 
     def _execute(self, source: str, result: CellResult,
                  printed: streams.Listener | None = None) -> None:
-        """Run one cell, its outputs into ``result``."""
+        """Run one cell, its outputs into ``result``. Whatever raises (the cell, its
+        value's ``__repr__``, an exception's ``__str__``, a ``BaseException``) ends as an
+        error output and ``ok`` false."""
         filename = f"<cell {result.count}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        shown: Any = None
+        shown: outputs.Output | None = None
         failure: outputs.Output | None = None
         with streams.captured(printed) as (out, err):
             try:
@@ -221,15 +256,17 @@ class FrameKernel:
                 if body is not None:
                     exec(body, names)  # noqa: S102 - the engineer's own cell, in their process
                 if value is not None:
-                    shown = eval(value, names)  # noqa: S307 - as above
-                    shown = names["_"] = None if source.rstrip().endswith(";") else shown
+                    got = eval(value, names)  # noqa: S307 - as above
+                    got = names["_"] = None if source.rstrip().endswith(";") else got
+                    if got is not None and not (outputs.is_figure(got) and _has_figures()):
+                        shown = outputs.display(got)  # its __repr__ is the cell's code too
             except BaseException as exc:
                 result.ok, failure = False, outputs.error(exc, frozenset({filename}))
             figures = _open_figures()
-        result.outputs.extend(_streams(out.getvalue(), err.getvalue()))
+        result.outputs.extend(_streams(out.getvalue(), err.getvalue(), out.spool.dropped))
         result.outputs.extend(figures)
-        if shown is not None and not (outputs.is_figure(shown) and figures):
-            result.outputs.append(outputs.display(shown))
+        if shown is not None:
+            result.outputs.append(shown)
         if failure is not None:
             result.outputs.append(failure)
 
@@ -244,9 +281,37 @@ class FrameKernel:
         return self._namespace
 
 
-def _streams(out: str, err: str) -> list[outputs.Output]:
-    return [outputs.stream(name, text) for name, text in (("stdout", out), ("stderr", err))
-            if text]
+def _streams(out: str, err: str, dropped: int = 0) -> list[outputs.Output]:
+    """The cell's prints; the note of what was not kept ends the last of them."""
+    printed = [(name, text) for name, text in (("stdout", out), ("stderr", err)) if text]
+    if dropped and not printed:
+        printed = [("stdout", "")]
+    return [outputs.stream(name, text, dropped if at == len(printed) - 1 else 0)
+            for at, (name, text) in enumerate(printed)]
+
+
+def _has_figures() -> bool:
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return pyplot is not None and bool(pyplot.get_fignums())
+
+
+LEFT_RUNNING = ("the session ended while this cell ran: it was left running on its own "
+                "thread (a call in native code, such as time.sleep, returns to Python only "
+                "when it ends) and its answer is lost")
+NOT_RUN = "the session ended before this cell ran"
+
+
+def abandoned(count: int, why: str) -> CellResult:
+    """The answer of a cell the session did not wait for."""
+    return CellResult([{"type": "error", "ename": "podcode", "evalue": why,
+                        "traceback": f"podcode: {why}"}], ok=False, count=count)
+
+
+def _answer(done: concurrent.futures.Future[CellResult], result: CellResult) -> None:
+    """Give the cell its answer unless it has one (the session's close and the cell's
+    end may race)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        done.set_result(result)
 
 
 def _open_figures() -> list[outputs.Output]:

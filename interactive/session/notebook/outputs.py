@@ -11,13 +11,20 @@ from __future__ import annotations
 import base64
 import io
 import logging
+import os
 import traceback
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 200_000
-"""The longest text output sent to the IDE; longer text is cut and says so."""
+"""The longest value, table or traceback text sent to the IDE; longer text is cut and
+says so."""
+MAX_PRINTED_BYTES = 1024 * 1024
+"""What a cell prints (its stdout and stderr together) is kept up to this many bytes
+(UTF-8); the rest is counted, not kept, and the cell's output ends with a line saying how
+many bytes were left out (:mod:`.streams`). A cell that prints without end costs no more
+memory than this."""
 
 Output = dict[str, Any]
 """One output: ``{"type": "stream", "name": "stdout", "text": ...}``, ``{"type":
@@ -31,8 +38,31 @@ def clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
     return f"{text[:limit]}\n... ({len(text) - limit} more characters not shown)"
 
 
-def stream(name: str, text: str) -> Output:
-    return {"type": "stream", "name": name, "text": clip(text)}
+def stream(name: str, text: str, dropped: int = 0) -> Output:
+    """What a cell printed to ``name`` (at most :data:`MAX_PRINTED_BYTES` of it is kept),
+    and the note of the ``dropped`` bytes that were not."""
+    note = dropped_note(dropped) if dropped else ""
+    return {"type": "stream", "name": name, "text": clip(text, MAX_PRINTED_BYTES) + note}
+
+
+def dropped_note(count: int) -> str:
+    """The line that ends a cell's output when ``count`` bytes of its prints were not kept."""
+    return (f"\n... ({count} more bytes printed, not kept: a cell keeps the first "
+            f"{MAX_PRINTED_BYTES // 1024} KiB of its output)\n")
+
+
+def safe_text(value: object, describe: str = "str") -> str:
+    """``str(value)`` (or ``repr``), or a line saying that it raised, and what (never
+    raises for an ordinary failure of the value's own method)."""
+    try:
+        return str(value) if describe == "str" else repr(value)
+    except Exception as exc:
+        kind = type(exc).__name__
+        try:
+            detail = str(exc)
+        except Exception:
+            detail = "(its message cannot be shown either)"
+        return f"<{describe}() of a {type(value).__name__} failed: {kind}: {detail}>"
 
 
 def summary(value: Any) -> str | None:
@@ -50,11 +80,12 @@ def summary(value: Any) -> str | None:
 
 
 def plain(value: Any) -> str:
-    """``repr(value)`` (with the array summary first); a failing ``repr`` says so."""
-    try:
-        text = repr(value)
-    except Exception as exc:
-        text = f"<{type(value).__name__} object: repr failed with {type(exc).__name__}: {exc}>"
+    """``repr(value)`` (with the array summary first); a failing ``repr`` raises (the cell
+    shows that error: the bug is in the value's ``__repr__``)."""
+    text = repr(value)
+    if not isinstance(text, str):
+        raise TypeError(f"__repr__ of a {type(value).__name__} returned a "
+                        f"{type(text).__name__}, not a str")
     head = summary(value)
     return clip(text if head is None else f"{head}\n{text}")
 
@@ -97,12 +128,27 @@ def display(value: Any) -> Output:
     return {"type": "display", "data": data}
 
 
+OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+"""The notebook's own code: its frames are left out of a cell's traceback."""
+
+
 def error(exc: BaseException, cell_files: frozenset[str]) -> Output:
     """``exc`` as Jupyter's error output; its traceback starts at the first frame of a
-    cell's code (``cell_files``), leaving out the kernel's own frames."""
+    cell's code (``cell_files``), else at the first frame outside the notebook's own code,
+    leaving out the kernel's frames. An exception whose ``__str__`` (or whose traceback's
+    formatting) fails still gives an error output, saying so."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename not in cell_files:
         tb = tb.tb_next
-    lines = traceback.format_exception(type(exc), exc, tb)  # None: a syntax error
-    return {"type": "error", "ename": type(exc).__name__, "evalue": str(exc),
-            "traceback": clip("".join(lines))}
+    if tb is None:  # raised outside a cell's code (a value's __repr__ in a module, say)
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(OWN_FOLDER):
+            tb = tb.tb_next
+    evalue = safe_text(exc)
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))  # None: syntax error
+    except Exception as failed:
+        text = (f"{type(exc).__name__}: {evalue}\n(its traceback could not be formatted: "
+                f"{type(failed).__name__})")
+    return {"type": "error", "ename": type(exc).__name__, "evalue": evalue,
+            "traceback": clip(text)}

@@ -2,8 +2,11 @@
 
 While a cell runs, ``sys.stdout`` and ``sys.stderr`` are replaced by a :class:`Router`
 that sends the writes of a thread running a cell to that cell's buffer and everything
-else to the stream it replaced. The router is put in place when the first cell of the
-process starts and taken away when the last one ends (unless someone replaced it since).
+else to the stream it replaced. A cell's two buffers share one :class:`Spool`: the first
+:data:`~.outputs.MAX_PRINTED_BYTES` of what it prints are kept, the rest only counted,
+so a cell that prints without end holds no more memory than that. The router is put in
+place when the first cell of the process starts and taken away when the last one ends
+(unless someone replaced it since).
 """
 
 from __future__ import annotations
@@ -15,28 +18,73 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from interactive.session.notebook.outputs import MAX_PRINTED_BYTES
+
 _lock = threading.Lock()
 _users = 0
 _saved: dict[str, TextIO] = {}
-_buffers: dict[tuple[int, str], io.StringIO] = {}
+_buffers: dict[tuple[int, str], Buffer] = {}
 """(thread ident, "stdout" or "stderr") → the buffer of the cell that thread runs."""
 
 Listener = Callable[[str, str], None]
 """Told each write of a cell as it happens: ``(stream name, text)``."""
 
 
-class Buffer(io.StringIO):
-    """A cell's output, kept, and told to its listener as it is written."""
+class Spool:
+    """What a cell printed, as far as it is kept: the first ``limit`` bytes (UTF-8) of
+    its writes, then only a count of the bytes left out (``dropped``)."""
 
-    def __init__(self, name: str, listener: Listener | None) -> None:
+    def __init__(self, limit: int = MAX_PRINTED_BYTES) -> None:
+        self.room = limit
+        self.dropped = 0
+
+    def keep(self, text: str) -> str:
+        """The part of ``text`` to keep (all of it while there is room)."""
+        if not text:
+            return text
+        if text.isascii():  # the usual case, told in constant time: a char is a byte
+            size = len(text)
+            if size <= self.room:
+                self.room -= size
+                return text
+            kept = text[:self.room]
+        else:
+            raw = text.encode("utf-8", "surrogatepass")
+            size = len(raw)
+            if size <= self.room:
+                self.room -= size
+                return text
+            kept = raw[:self.room].decode("utf-8", "ignore")  # no half character
+        self.room = 0  # full: what comes later is not kept either (the head stays whole)
+        self.dropped += size - len(kept.encode("utf-8", "surrogatepass"))
+        return kept
+
+
+class Buffer(io.TextIOBase):
+    """A cell's output to one stream, kept as far as its spool allows, and told whole to
+    its listener as it is written."""
+
+    def __init__(self, name: str, listener: Listener | None, spool: Spool) -> None:
         super().__init__()
-        self.name_, self.listener = name, listener
+        self.name_, self.listener, self.spool = name, listener, spool
+        self._parts: list[str] = []
 
     def write(self, text: str) -> int:
-        written = super().write(text)
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        kept = self.spool.keep(text)
+        if kept:
+            self._parts.append(kept)
         if self.listener is not None and text:
             self.listener(self.name_, text)
-        return written
+        return len(text)
+
+    def writable(self) -> bool:
+        return True
+
+    def getvalue(self) -> str:
+        """What was kept of the writes."""
+        return "".join(self._parts)
 
 
 class Router(io.TextIOBase):
@@ -47,7 +95,7 @@ class Router(io.TextIOBase):
         self.name_ = name
         self.target = target
 
-    def _own(self) -> io.StringIO | None:
+    def _own(self) -> Buffer | None:
         return _buffers.get((threading.get_ident(), self.name_))
 
     def write(self, text: str) -> int:
@@ -97,12 +145,13 @@ def _uninstall() -> None:
 
 
 @contextlib.contextmanager
-def captured(listener: Listener | None = None) -> Iterator[tuple[io.StringIO, io.StringIO]]:
+def captured(listener: Listener | None = None) -> Iterator[tuple[Buffer, Buffer]]:
     """While inside, what the calling thread prints goes into the two buffers yielded
-    (stdout, stderr), and to ``listener`` as it is written; other threads print where
-    they did."""
+    (stdout, stderr; one spool), and to ``listener`` as it is written; other threads
+    print where they did."""
     ident = threading.get_ident()
-    out, err = Buffer("stdout", listener), Buffer("stderr", listener)
+    spool = Spool()
+    out, err = Buffer("stdout", listener, spool), Buffer("stderr", listener, spool)
     _buffers[(ident, "stdout")], _buffers[(ident, "stderr")] = out, err
     _install()
     try:
