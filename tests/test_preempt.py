@@ -154,6 +154,29 @@ def test_install_outside_the_main_thread_does_nothing() -> None:
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_task_ended_off_the_main_thread_makes_the_main_thread_exit_143() -> None:
+    """After SIGTERM, a task's thread that is done tells the main thread, blocked in
+    ``join()``, to raise ``SystemExit(143)`` there: the process does not go on."""
+    preempt.install()
+    signal.raise_signal(signal.SIGTERM)
+    worker = threading.Thread(target=preempt.end_process)
+    with pytest.raises(SystemExit) as info:
+        worker.start()
+        worker.join()
+    worker.join()
+    assert info.value.code == 143
+
+
+def test_end_process_does_nothing_while_alive() -> None:
+    preempt.install()
+    worker = threading.Thread(target=preempt.end_process)
+    worker.start()
+    worker.join()
+    assert preempt.check_alive()
+    signal.raise_signal(signal.SIGTERM)  # an ordinary SIGTERM: recorded, nothing raised
+    assert not preempt.check_alive()
+
+
 # -- hooks --------------------------------------------------------------------------------
 
 

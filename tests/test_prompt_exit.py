@@ -203,3 +203,41 @@ def test_threads_that_outlive_the_main_one_are_debugged_to_their_end(job: Job) -
     assert job.wait_exit(timeout=60) == 0, job.output()
     assert "ABORTED" in job.output()
     assert _ended_by(job.output()) == [["podcode-pydevd-exit", 0]], job.output()
+
+
+IN_A_THREAD = REPORT + """
+import threading
+from interactive import vscode
+
+
+@vscode(port=0, control_port=0, debug_port=0, ide="none")
+def train(value):
+    raise ValueError("broken")
+
+
+if __name__ == "__main__":
+    worker = threading.Thread(target=train, args=(1,))  # as a framework runs a sync task
+    worker.start()
+    try:
+        worker.join()
+        print("THE MAIN THREAD WENT ON", flush=True)
+    finally:
+        print("MAIN FINALLY", flush=True)
+        _watch_pydevd_end()
+"""
+
+
+def test_sigterm_to_a_session_waiting_in_a_thread_exits_143_through_the_main_thread(
+    job: Job,
+) -> None:
+    """The session closes on its thread; the main thread, woken from ``join()``, raises
+    ``SystemExit``: its ``finally`` blocks and ``atexit`` callbacks run, pydevd is ended
+    by podcode's exit hook there, and the status is 143."""
+    job.write("job.py", IN_A_THREAD)
+    job.start().wait_state("waiting")
+    assert job.proc is not None
+    job.proc.send_signal(signal.SIGTERM)
+    assert job.wait_exit(timeout=60) == 143, job.output()
+    output = job.output()
+    assert "MAIN FINALLY" in output and "THE MAIN THREAD WENT ON" not in output, output
+    assert _ended_by(output) == [["MainThread", 0]], output

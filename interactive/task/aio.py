@@ -82,7 +82,7 @@ async def _do(step: Step) -> Any:
         case Wait(session):
             return await _wait(session)
         case Leave():
-            preempt.exit_soon()  # after SIGTERM: SystemExit may be caught above us
+            preempt.end_process()  # after SIGTERM, the session closed: exit 143
             return None
     raise AssertionError(f"unknown step {step!r}")
 

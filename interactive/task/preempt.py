@@ -19,10 +19,22 @@ keeps its default action.
 The main thread runs Python's signal handlers, and may be blocked in C when the signal
 comes (joining the thread a framework runs the task in): a SIGTERM that another thread
 took is passed on at once by :mod:`interactive.task.wakeup`.
+
+How the process ends (:func:`end_process`), once what had to be saved is saved: on the
+main thread, ``SystemExit(143)`` goes up as any exit does. On another thread it would end
+that thread only, and the main thread, back from its ``join()``, would go on and end the
+process with its own status (0): so the main thread is sent SIGTERM again, and the
+handler raises ``SystemExit(143)`` there, wherever it waits; the program's ``finally``
+blocks and ``atexit`` callbacks run, and at exit podcode makes the status 143 whatever
+the main thread did with that exception (``os._exit`` after flushing, once the other
+``atexit`` callbacks ran). Whatever the thread, a process still there
+:data:`EXIT_FALLBACK_SECONDS` later (a framework caught the exit, a thread never ends)
+is ended then.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import contextlib
 import contextvars
@@ -59,6 +71,16 @@ class _State:
         """Installed ahead of any call: with no call in flight, SIGTERM acts as before."""
         self.in_flight: list[object] = []
         """A token per decorated call running now (list append/remove: atomic)."""
+        self.leaving: object | None = None
+        """Set once the process ends after SIGTERM (:func:`end_process`): a token, which
+        the fallback checks is still the one it was armed with."""
+        self.status_ours = False
+        """The exit status is podcode's to set at exit: the end was decided off the main
+        thread, whose own way out would give its own status."""
+        self.main_told = False
+        """The main thread was sent the SIGTERM that raises ``SystemExit`` there (once)."""
+        self.raise_in_main = False
+        """The next SIGTERM the main thread handles raises ``SystemExit(143)``."""
 
 
 _state = _State()
@@ -153,6 +175,9 @@ def on_terminate(callback: Callable[[], None]) -> Callable[[], None]:
 
 def _handle(signum: int, frame: FrameType | None) -> None:
     """The SIGTERM handler: record, wake, chain. No logging (its lock may be held)."""
+    if _state.raise_in_main:  # sent by end_process: the task ended on another thread
+        _state.raise_in_main = False
+        raise SystemExit(exit_status())
     if _state.in_handler:
         return
     _state.in_handler = True
@@ -198,9 +223,10 @@ def _passed_on(signum: int) -> None:
 
 def _default_action() -> bool:
     """Whether SIGTERM ends the process at once, as without podcode: installed ahead, no
-    decorated call in flight, nothing waiting, and no handler of the program's before."""
+    decorated call in flight, nothing waiting, the process not already on its way out
+    after an earlier SIGTERM, and no handler of the program's before."""
     return (_state.idle_default and not _state.wakers and not _state.in_flight
-            and _state.previous in (None, signal.SIG_DFL))
+            and _state.leaving is None and _state.previous in (None, signal.SIG_DFL))
 
 
 def _call(waker: Callable[[], None]) -> None:
@@ -259,7 +285,8 @@ def exit_if_terminated(
     *,
     after: Callable[[], object] | None = None,
 ) -> None:
-    """After SIGTERM: run ``hooks`` (bounded), then ``after``, then raise ``SystemExit(143)``.
+    """After SIGTERM: run ``hooks`` (bounded), then ``after``, then end the process with
+    status 143 (:func:`leave`).
 
     For the code that regains control once the task returned (its
     ``while check_alive()`` loop ended): ``after`` is where checkpoints are
@@ -275,10 +302,13 @@ def leave(
     deadline_seconds: float,
     *,
     after: Callable[[], object] | None = None,
+    then_end: bool = True,
 ) -> NoReturn:
     """The process was told to stop: run ``hooks`` (bounded), then ``after``, then raise
     ``SystemExit(143)``. ``after`` (saving the edits and checkpoints) runs whatever the
-    hooks did."""
+    hooks did. ``then_end``: the whole process is made to end now (:func:`end_process`);
+    False where a session is still to be closed on the way out, which calls
+    :func:`end_process` once it is."""
     try:
         run_hooks(hooks, deadline_seconds)
     except Exception:
@@ -289,45 +319,76 @@ def leave(
         except Exception:
             logger.exception("after SIGTERM: %s failed", hook_name(after))
     logger.warning("SIGTERM: hooks done, exiting with status %d", exit_status())
+    if then_end:
+        end_process()
     raise SystemExit(exit_status())
 
 
 EXIT_FALLBACK_SECONDS = 5.0
 """After SIGTERM, how long ``SystemExit`` has to end the process (through the frameworks
-between the task and the top: asyncio's tasks, Flyte's controller) before the process is
-ended without it. What had to be saved is saved; the pod is going anyway."""
+between the task and the top: asyncio's tasks, Flyte's controller, the main thread's own
+``finally`` blocks and ``atexit`` callbacks, threads that are joined at exit) before the
+process is ended without it. What had to be saved is saved; the pod is going anyway."""
 
 
-def exit_soon() -> None:
-    """After SIGTERM, on the way out of a coroutine's session: ``SystemExit`` goes up
-    through code podcode does not own, which may catch it (Flyte 2's controller turns it
-    into a task error and its run waits on); the process ends
-    :data:`EXIT_FALLBACK_SECONDS` later if it is still there."""
-    if not check_alive():
-        start_thread(_exit_if_still_here, "exit")
+def end_process() -> None:
+    """After SIGTERM, once what had to be saved is saved: see to it that the whole process
+    exits with status 143, whatever thread this is. Nothing while the process is alive.
 
-
-def _exit_if_still_here() -> None:
-    threading.Event().wait(EXIT_FALLBACK_SECONDS)
-    logger.warning("SIGTERM: SystemExit(%d) was caught on its way out (by a framework?); "
-                   "ending the process now", exit_status())
-    _exit_now()
-
-
-def exit_from_thread() -> None:
-    """After SIGTERM, in a thread other than the main one, once its session has closed: end
-    the process with status 143 (``SystemExit`` would end only this thread; the pod is
-    going, and what had to be saved is saved)."""
-    if check_alive() or threading.current_thread() is threading.main_thread():
+    On the main thread the ``SystemExit`` the caller raises does it. On another thread
+    it would end that thread only: the main thread is sent SIGTERM, on which the handler
+    raises ``SystemExit(143)`` there (waking it from ``join()``), and the status is set to
+    143 at exit (:func:`_at_exit`), as it is when the main thread is already done (the
+    interpreter is waiting for this thread to exit). Either way a process still there
+    :data:`EXIT_FALLBACK_SECONDS` later is ended then.
+    """
+    if check_alive():
         return
+    if _state.leaving is None:
+        _state.leaving = token = object()
+        start_thread(_exit_if_still_here, "exit", token)
+    if threading.current_thread() is threading.main_thread():
+        return
+    _state.status_ours = True
+    main = threading.main_thread()
+    if _state.main_told or not main.is_alive() or main.ident is None:
+        return
+    _state.main_told = True
+    if signal.getsignal(signal.SIGTERM) is not _handle:  # the program's own handler:
+        _exit_now()  # SIGTERM again would not raise SystemExit there
+    _state.raise_in_main = True
+    signal.pthread_kill(main.ident, signal.SIGTERM)
+
+
+def _exit_if_still_here(token: object) -> None:
+    threading.Event().wait(EXIT_FALLBACK_SECONDS)
+    if _state.leaving is not token:  # a test forgot this SIGTERM
+        return
+    logger.warning("SIGTERM: the process was still here %g s after SystemExit(%d) (caught "
+                   "by a framework, or a thread that does not end?); ending the process now",
+                   EXIT_FALLBACK_SECONDS, exit_status())
     _exit_now()
+
+
+def _at_exit() -> None:
+    """The last ``atexit`` callback of the program's (registered when podcode is imported,
+    before the program's own): after SIGTERM ended a task off the main thread, the status
+    is 143, not what the main thread's way out gave."""
+    if _state.leaving is not None and _state.status_ours:
+        _exit_now()
+
+
+atexit.register(_at_exit)
 
 
 def _exit_now() -> NoReturn:
-    logging.shutdown()
+    """Buffered output flushed, logging's handlers flushed and closed, exit 143."""
     with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
+        logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
     os._exit(exit_status())
 
 
@@ -342,3 +403,5 @@ def _reset_for_tests() -> None:
     wakeup._flush_for_tests()
     _state.terminated_at = None
     _state.wakers.clear()
+    _state.leaving = None
+    _state.status_ours = _state.main_told = _state.raise_in_main = False

@@ -235,7 +235,8 @@ def _leave(call: Call, edits: Callable[[], object] | None = None) -> NoReturn:
 
     on_preempt = call.settings.hooks.on_preempt
     hooks = [on_preempt] if on_preempt is not None else []
-    preempt.leave(hooks, call.settings.hooks.preempt_grace_seconds, after=save)
+    preempt.leave(hooks, call.settings.hooks.preempt_grace_seconds, after=save,
+                  then_end=edits is None)  # a session ends the process once it is closed
 
 
 def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, Any]]:

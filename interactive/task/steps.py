@@ -70,6 +70,6 @@ def _do(step: Step) -> Any:
         case Wait(session):
             return session.wait()
         case Leave():
-            preempt.exit_from_thread()  # SIGTERM ended a session waiting off the main thread
+            preempt.end_process()  # after SIGTERM, the session closed: exit 143
             return None
     raise AssertionError(f"unknown step {step!r}")
