@@ -200,3 +200,20 @@ def test_a_truncated_buffer_file_is_a_clear_error(podcode_home: Path) -> None:
         handle.truncate(1024)
     with pytest.raises(InputsError, match="shorter than its manifest"):
         load_inputs("t", podcode_home)
+
+
+def test_a_task_is_named_as_the_cli_names_it(podcode_home: Path) -> None:
+    """``load_inputs("normalize")`` finds ``features.normalize``, as ``--task normalize``
+    does; a name that fits several captured tasks, or none, says which there are."""
+    save_inputs("features.normalize", task, (1,), {}, podcode_home)
+    save_inputs("jobs/run.py:train", task, (2,), {}, podcode_home)
+    save_inputs("other.train", task, (3,), {}, podcode_home)
+    assert load_inputs("normalize", podcode_home) == ((1,), {})
+    assert load_inputs("features.normalize", podcode_home) == ((1,), {})
+    assert load_inputs("jobs/run.py:train", podcode_home) == ((2,), {})
+    with pytest.raises(InputsError, match="names several captured tasks .*: "
+                                          "jobs/run.py:train, other.train; name one in full"):
+        load_inputs("train", podcode_home)
+    with pytest.raises(InputsError, match=r"no captured inputs of a task 'rmalize' .*captured "
+                                          r"there: features.normalize, jobs/run.py:train"):
+        load_inputs("rmalize", podcode_home)

@@ -137,7 +137,7 @@ def test_attach_without_an_ide_points_to_debug(fake_kube: FakeKube, podcode_home
         fake_kube.session_pod("headless", ports=live.ports, home=str(live.home))
         attach = Running(["attach", "headless"])
         attach.wait_output("press Ctrl-C")
-        assert "this session runs with ide=\"none\"" in attach.out
+        assert "this session serves no IDE (it runs with ide=\"none\")" in attach.out
         assert "podcode debug headless" in attach.out
         assert attach.stop() == Exit.OK
     finally:

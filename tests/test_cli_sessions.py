@@ -16,7 +16,7 @@ import pytest
 
 from interactive.base.sessionfile import Found, find_local, unique
 from interactive.cli import Console, Exit, run
-from interactive.cli.choose import SessionGone, choose, usable
+from interactive.cli.choose import SessionGone, choose, how_to_choose, usable
 from interactive.cli.errors import CliError
 from tests.cli_fixture import NOW, LiveSession, errors, output
 from tests.fake_kube import FakeKube
@@ -40,7 +40,7 @@ def test_several_open_sessions_need_a_selector() -> None:
         choose([train, evaluate], None, None, "/h")
     assert raised.value.code == Exit.USAGE
     assert str(raised.value) == (
-        "2 sessions wait in /h: choose one with --task TASK, --pid PID or --session ID "
+        "2 sessions wait in /h: choose one with --task TASK or --pid PID "
         "(pid 1 jobs.train (waiting); pid 2 jobs.eval (waiting))")
     assert choose([train, evaluate], "eval", None, "/h") is evaluate
     assert choose([train, evaluate], "jobs.train", None, "/h") is train
@@ -57,12 +57,26 @@ def test_sessions_of_one_task_in_one_process_are_told_apart_by_their_id() -> Non
                     + [("home", dict(first.data))])
     assert [where for where, _ in copies] == ["record-1", "record-1"]
     assert [data["session"] for _, data in copies] == ["1-1", "1-1-2"]
-    with pytest.raises(CliError, match=r"--session ID \(pid 1 session 1-1 wf.square \(waiting\); "
-                                       r"pid 1 session 1-1-2 wf.square"):
+    with pytest.raises(CliError) as raised:  # --task and --pid cannot tell them apart
+        choose([first, second], None, None, "/h")
+    assert str(raised.value) == (
+        "2 sessions wait in /h: choose one with --session ID (their ids: 1-1, 1-1-2) "
+        "(pid 1 session 1-1 wf.square (waiting); pid 1 session 1-1-2 wf.square (waiting))")
+    with pytest.raises(CliError, match=r"--session ID \(their ids: 1-1, 1-1-2\) \(pid 1 "):
         choose([first, second], "wf.square", 1, "/h")
     assert choose([first, second], "square", None, "/h", "1-1-2") is second
     with pytest.raises(CliError, match="no session of task square and id 1-3"):
         choose([first, second], "square", None, "/h", "1-3")
+
+
+def test_only_the_flags_that_tell_the_sessions_apart_are_offered() -> None:
+    one_task = [found(1, "jobs.train", session="1-1"), found(2, "jobs.train", session="2-2")]
+    assert how_to_choose(one_task) == "choose one with --pid PID or --session ID"
+    one_process = [found(1, "jobs.train", session="1-1"), found(1, "jobs.eval", session="1-2")]
+    assert how_to_choose(one_process) == "choose one with --task TASK or --session ID"
+    mixed = [found(1, "a.t"), found(1, "a.u"), found(2, "a.t")]
+    assert mixed[1].data["pid"] == 1 and how_to_choose(mixed) == (
+        "choose one with --task TASK and --pid PID together")
 
 
 def test_without_an_open_session_the_newest_is_reported() -> None:

@@ -116,3 +116,41 @@ def test_timings_are_quoted_from_one_place() -> None:
         for name in re.findall(r"`([a-z0-9_]+_(?:s|ratio|per_call|per_min|mib))`", text):
             named = f'"{name}' in figures or f"``{name}``" in figures
             assert named or name.endswith(("_seconds", "_bytes")), f"{page.name}: {name}"
+
+
+def _verb_options() -> dict[str, set[str]]:
+    """Each verb of ``podcode`` and the options its parser takes (the common ones too)."""
+    import argparse
+
+    from interactive.cli.parser import build_parser
+
+    parser = build_parser()
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {verb: set(sub._option_string_actions) for verb, sub in verbs.choices.items()}
+
+
+def test_every_option_the_docs_show_for_a_verb_is_one_it_takes() -> None:
+    """``podcode attach --browser`` in a page once led nowhere: a flag shown after a verb,
+    in any page, is one that verb's parser has."""
+    import re
+
+    options = _verb_options()
+    command = re.compile(r"\bpodcode ([a-z][a-z-]*)([^`\n|#;),]*)")
+    wrong = []
+    for page in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]:
+        for verb, rest in command.findall(page.read_text()):
+            if verb not in options or verb == "install":  # install: its own parser
+                continue
+            rest = rest.split(" -- ")[0]  # what follows -- is a command run in the pod
+            for flag in re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", rest):
+                if flag not in options[verb]:
+                    wrong.append(f"{page.name}: podcode {verb} ... {flag}")
+    assert wrong == []
+
+
+def test_open_and_attach_take_both_spellings_of_the_browser_option() -> None:
+    from interactive.cli.parser import build_parser
+
+    for verb in ("open", "attach"):
+        for flag in ("--open", "--browser"):
+            assert build_parser().parse_args([verb, flag]).open, (verb, flag)

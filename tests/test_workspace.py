@@ -121,3 +121,92 @@ def test_a_file_written_while_the_snapshot_reads_it_keeps_the_text_its_stamp_has
     snapshot = Snapshot.take(tmp_path)
     assert reads == ["x = 1\n", "x = 22\n"]
     assert snapshot.texts["a.py"] == "x = 22\n" and snapshot.changed() == []
+
+
+def _configurations(workspace: Path, session: str) -> None:
+    from interactive.base.types import TaskRef
+    from interactive.session import vscode_files
+
+    vscode_files.write_configurations(
+        workspace, TaskRef("jobs.train", "jobs", "train", None), home=workspace.parent / "h",
+        debug=("127.0.0.1", 5678), control={"control_url": "http://127.0.0.1:1", "token": "t"},
+        session=session)
+
+
+def test_another_sessions_files_in_the_workspace_are_not_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sessions of one workspace: what the other one writes into .vscode (its merged
+    launch.json and settings.json, its session files and their temporaries, its notebook)
+    and what it puts back when it ends are not this session's edits."""
+    from interactive.session import vscode_files
+
+    workspace = tmp_path / "ws"
+    (workspace / ".vscode").mkdir(parents=True)
+    (workspace / ".vscode" / "launch.json").write_text('{"configurations": [{"name": "mine"}]}')
+    (workspace / "train.py").write_text("x = 1\n")
+    _configurations(workspace, "111-1")
+    snapshot = Snapshot.take(workspace)
+    monkeypatch.setattr(vscode_files, "_users", {})  # the other session: another process
+    _configurations(workspace, "222-2")
+    vscode = workspace / ".vscode"
+    for temporary in (".podcode-session.json.222.0a1b2c3d.partial",
+                      ".launch.json.222.deadbeef.partial", "podcode/.written.json.2.0f.partial"):
+        (vscode / temporary).write_text("half")
+    (vscode / "podcode" / "notebook-222-2.ipynb").write_text("{}")
+    (workspace / "sub" / ".vscode" / "podcode").mkdir(parents=True)  # a session of sub/
+    (workspace / "sub" / ".vscode" / "podcode-session.json").write_text('{"token": "s"}')
+    (workspace / "sub" / ".vscode" / "podcode" / "rerun_x.py").write_text("x")
+    touch_later(workspace / "train.py", "x = 2\n")
+    assert snapshot.changed() == ["train.py"]
+
+    vscode_files.restore_workspace(workspace, "222-2")  # the other ends: the user's file back
+    assert not (vscode / "settings.json").exists()
+    assert "mine" in (vscode / "launch.json").read_text()
+    assert snapshot.changed() == ["train.py"]
+
+
+def test_an_edit_of_launch_json_is_the_engineers(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    _configurations(workspace, "111-1")
+    snapshot = Snapshot.take(workspace)
+    launch = workspace / ".vscode" / "launch.json"
+    touch_later(launch, launch.read_text().replace('"version"', '"my_key": 1, "version"'))
+    assert snapshot.changed() == [".vscode/launch.json"]
+    assert '"my_key": 1' in snapshot.diff()
+
+
+def test_podcode_homes_and_stores_inside_the_workspace_are_not_edits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from interactive.storage.edits import save_edits
+    from interactive.storage.store import open_store
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    monkeypatch.setenv("PODCODE_STORE", str(workspace / "own-store"))
+    (workspace / "train.py").write_text("x = 1\n")
+    snapshot = Snapshot.take(workspace)
+    touch_later(workspace / "train.py", "x = 2\n")
+    other = open_store({"PODCODE_STORE": str(workspace / "stores" / "b")})
+    save_edits(snapshot, other, "t", 1.0)  # another session's store: marked as one
+    old = workspace / "old-store" / "edits" / "t"  # a store of an older podcode: no marker
+    old.mkdir(parents=True)
+    (old / "latest.diff").write_text("diff")
+    home = workspace / "homes" / "b"  # another session's home (it holds a record)
+    (home / "sessions" / "9-9").mkdir(parents=True)
+    (home / "sessions" / "9-9" / "session.json").write_text('{"token": "secret"}')
+    (home / "notes.txt").write_text("x")
+    (workspace / "sessions" / "mine").mkdir(parents=True)  # a folder of the user's so named
+    (workspace / "sessions" / "mine" / "notes.txt").write_text("y")
+    assert snapshot.changed() == ["sessions/mine/notes.txt", "train.py"]
+    save_edits(snapshot, open_store(), "t", 2.0)  # its own store, inside the workspace
+    assert (workspace / "own-store" / "edits").is_dir()
+    assert snapshot.changed() == ["sessions/mine/notes.txt", "train.py"]
+
+
+def test_a_large_new_file_is_named_in_the_diff_not_read(tmp_path: Path) -> None:
+    snapshot = Snapshot.take(tmp_path)
+    (tmp_path / "big.txt").write_bytes(b"text\n" * (4 * 1024 * 1024))  # 20 MiB of text
+    assert snapshot.diff(["big.txt"]) == "Binary or large file big.txt changed\n"

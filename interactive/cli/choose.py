@@ -41,9 +41,31 @@ def choose(found: Sequence[Found], task: str | None, pid: int | None, where: str
     open_ = [f for f in matching if f.open]
     if len(open_) > 1:
         listed = "; ".join(f.describe() for f in sorted(open_, key=lambda f: f.started))
-        raise CliError(f"{len(open_)} sessions wait in {where}: choose one with --task TASK, "
-                       f"--pid PID or --session ID ({listed})", Exit.USAGE)
+        raise CliError(f"{len(open_)} sessions wait in {where}: {how_to_choose(open_)} "
+                       f"({listed})", Exit.USAGE)
     return open_[0] if open_ else max(matching, key=lambda f: f.started)
+
+
+def _apart(values: Sequence[object]) -> bool:
+    return len(set(values)) == len(values)
+
+
+def how_to_choose(open_: Sequence[Found]) -> str:
+    """How to pick one of ``open_``: only the flags whose values tell them all apart (two
+    sessions of one task in one process: ``--session``, with their ids)."""
+    flags = [flag for flag, values in (("--task TASK", [f.task for f in open_]),
+                                       ("--pid PID", [f.pid for f in open_])) if _apart(values)]
+    ids = [f.record.session for f in open_]
+    if all(ids) and _apart(ids):
+        if not flags:
+            return f"choose one with --session ID (their ids: {', '.join(map(str, ids))})"
+        flags.append("--session ID")
+    if flags:
+        return "choose one with " + " or ".join(flags)
+    if _apart([(f.task, f.pid) for f in open_]):
+        return "choose one with --task TASK and --pid PID together"
+    return ("nothing tells them apart (records of an older podcode): end the ones you do "
+            "not need")
 
 
 def label(base: str, found: Sequence[Found], chosen: Found) -> str:

@@ -10,7 +10,7 @@ from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlConflict, Exit
-from interactive.cli.open_cmd import debugger_address
+from interactive.cli.open_cmd import debugger_address, ide_notes
 from interactive.cli.output import clock_time, duration, fields, iso, until
 from interactive.cli.target import Target, open_target
 
@@ -45,10 +45,10 @@ def _ide(status: dict[str, Any]) -> str:
     a note says why there is none."""
     if status.get("ide"):
         return str(status["ide"])
-    notes = " ".join(str(note) for note in status.get("notes") or [])
+    notes = " ".join(ide_notes(status))
     if "installing it" in notes:
         return "installing (see the notes)"
-    return "none (see the notes)" if "code-server" in notes else "none"
+    return "none (see the notes)" if notes else "none"
 
 
 def debugger_line(target: Target) -> str:

@@ -94,10 +94,21 @@ class Entry:
         return "\n".join(lines)
 
     def _no_ide(self) -> str:
-        if self.status.get("notes"):
+        if ide_notes(self.status):
             return "none now (see the notes below); the debugger serves meanwhile"
-        return ("none (this session runs with ide=\"none\"): attach a desktop VS Code to the "
-                "debugger")
+        return ("none: this session serves no IDE (it runs with ide=\"none\"); attach a "
+                "desktop VS Code to the debugger (the Debugger line below; docs/desktop.md)")
+
+
+def ide_notes(status: dict[str, Any]) -> list[str]:
+    """The session's notes about its IDE (being installed, not started, stopped): a session
+    without one but with such notes has an IDE coming or broken, not ``ide="none"``."""
+    return [str(note) for note in status.get("notes") or []
+            if any(word in str(note) for word in IDE_WORDS)]
+
+
+IDE_WORDS = ("IDE", "code-server", "JupyterLab")
+"""Words every note about the session's IDE holds."""
 
 
 def login_link(client: ControlClient, record: SessionRecord, ide_url: str | None) -> str | None:
@@ -124,6 +135,7 @@ def _loopback(url: str) -> bool:
 
 
 def browse(console: Console, args: argparse.Namespace, entry: Entry) -> None:
-    """``--open`` (``--browser``): the link, else the VS Code address, in the browser."""
+    """``--open`` (or ``--browser``, the same on both verbs): the link, else the VS Code
+    address, in the browser."""
     if args.open and entry.ide_url:
         console.open_browser(entry.link or entry.ide_url)

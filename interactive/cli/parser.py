@@ -125,12 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
                        optional=True)
     attach.add_argument("--port", type=_port, help="local port for VS Code (default: the "
                         "pod's, else any free one)")
-    attach.add_argument("--open", action="store_true", help="open VS Code in the browser")
+    attach.add_argument("--open", "--browser", dest="open", action="store_true",
+                        help="also open the login link (else VS Code) in the browser")
     opening = _pod_verb(sub, common, "open", "the local session's VS Code: its one-time login "
                         "link, where the password is, the debugger (with POD: podcode attach)",
                         optional=True)
-    opening.add_argument("--browser", dest="open", action="store_true",
-                         help="also open the link in the browser")
+    opening.add_argument("--open", "--browser", dest="open", action="store_true",
+                         help="also open the login link (else VS Code) in the browser")
     opening.set_defaults(port=None)
     debug = _pod_verb(sub, common, "debug", "forward debugpy for desktop VS Code",
                       optional=False)

@@ -148,7 +148,8 @@ def no_session(verb: str, record: Path, home: Path) -> str:
     return (f"no local podcode session (nothing in {record} or {home / 'sessions'}). On this "
             "machine: a session opens when a task with @vscode fails here (PODCODE_ENABLE=1 "
             "outside Kubernetes); if it ran with another PODCODE_HOME, set PODCODE_HOME to it. "
-            f"In a pod: podcode {pod_verb} POD -n NAMESPACE (podcode list -A shows the pods)")
+            f"In a pod: podcode {pod_verb} POD -n NAMESPACE (podcode list -n NAMESPACE shows "
+            "the session pods there)")
 
 
 def _local(console: Console, args: argparse.Namespace) -> Target:

@@ -44,7 +44,7 @@ from typing import Any, BinaryIO
 from interactive.base import files, record
 from interactive.base.errors import InputsError
 from interactive.base.identity import SESSION_VARIABLE, is_running, own_session_id
-from interactive.base.names import folder_name
+from interactive.base.names import folder_name, task_matches
 from interactive.base.settings import podcode_home
 from interactive.inputs.snapshot import BIG_BYTES, Argument, BufferSink, CallSnapshot
 from interactive.storage import pickles
@@ -401,7 +401,9 @@ MISSING: Any = _Missing()
 def load_inputs(
     task: str | None = None, home: Path | None = None, *, folder: Path | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task).
+    """The captured ``(args, kwargs)`` of ``task`` (default: the current session's task),
+    named as ``podcode --task`` names it: in full, or by a tail (``normalize`` for
+    ``features.normalize``).
 
     Read from ``folder`` when given (a session resuming its own capture), else found in
     this process's own session, else in the session whose VS Code started this process
@@ -409,7 +411,9 @@ def load_inputs(
     (default ``$PODCODE_HOME``).
     """
     home = home or podcode_home()
-    folder = folder or find_inputs(task or _default_task(home, os.environ), home)
+    if folder is None:
+        named = _captured_task(task, home) if task else _default_task(home, os.environ)
+        folder = find_inputs(named, home)
     manifest = _read_manifest(folder)
     missing = [entry["name"] for entry in manifest["arguments"] if "error" in entry]
     if missing:
@@ -425,6 +429,29 @@ def load_inputs(
         raise InputsError(f"inputs {', '.join(map(repr, unreadable))} of {manifest['task']} "
                           f"cannot be loaded from {folder} (see the warning above)")
     return tuple(args), kwargs
+
+
+def _captured_task(given: str, home: Path) -> str:
+    """The captured task that ``given`` names, by the CLI's rule for ``--task``
+    (:func:`interactive.base.names.task_matches`: the full name, or a tail of it after a dot
+    or a script's colon); a usage error when it names several, or none."""
+    tasks = set()
+    for capture in _captures(home):
+        try:
+            tasks.add(str(_read_manifest(capture)["task"]))
+        except (InputsError, KeyError):
+            continue
+    if given in tasks:
+        return given
+    named = sorted(name for name in tasks if task_matches(name, given))
+    if len(named) == 1:
+        return named[0]
+    if named:
+        raise InputsError(f"{given!r} names several captured tasks in {home}: "
+                          f"{', '.join(named)}; name one in full: load_inputs(task=...)")
+    captured = f"captured there: {', '.join(sorted(tasks))}" if tasks else "none is captured there"
+    raise InputsError(f"no captured inputs of a task {given!r} in {home} ({captured}); a task's "
+                      "inputs are captured when it fails under @vscode with this PODCODE_HOME")
 
 
 def load_each(

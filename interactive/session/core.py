@@ -46,7 +46,7 @@ from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem, vscode_files
-from interactive.session.autosave import autosaving
+from interactive.session.autosave import EditSaver, autosaving
 from interactive.session.desktop import Desktop
 from interactive.session.ide import Ide, ide_address, keep_serving, start_ide
 from interactive.session.language import language_server
@@ -145,6 +145,7 @@ class Session:
         self._control: ControlServer | None = None
         self._postmortem = postmortem.PostMortem()
         self._resume_base: Snapshot | None = None
+        self._saver = EditSaver(self.task.name, self.state)
         self._task_fn: Any = None
         self._shape = ArgShape(0, ())
         self.config_root = self.workspace
@@ -429,17 +430,17 @@ class Session:
             await asyncio.to_thread(self.peers.outlive_leader, LEADER_END_SECONDS)
         self.commands.put(Command(CommandKind.REAPED, report.edits_url))
 
-    def save_edits(self, when: float | None = None) -> str | None:
+    def save_edits(
+        self, when: float | None = None, *, stop: Callable[[], bool] | None = None
+    ) -> str | None:
         """Copy the engineer's edits (since the session opened) to the store, into the folder
-        of ``when`` (now by default); its URL, or None when nothing changed or on failure."""
+        of ``when`` (now by default), bounded (:class:`EditSaver`; ``stop`` is asked between
+        two files); its URL, or None when nothing changed or on failure."""
         if self.snapshot is None or not self.snapshot.changed():
             return None
-        from interactive.storage.edits import save_edits
-        from interactive.storage.store import open_store
-
         try:
             when = self.clock() if when is None else when
-            return save_edits(self.snapshot, open_store(), self.task.name, when).url
+            return self._saver.save(self.snapshot, when, stop)
         except Exception:
             log.exception("could not save the edits of %s", self.task.name)
             return None
@@ -467,6 +468,8 @@ class Session:
         with postmortem.out_of_sight():  # not listed in the debugger's threads either
             command = get_interruptibly(self.commands)
         log.info("session for %s: %s", self.task.name, command.kind)
+        if command.kind is CommandKind.PREEMPTED:  # saves end within the grace, between files
+            self._saver.preempted(self.settings.hooks.preempt_grace_seconds)
         return command
 
     def _record(self) -> None:

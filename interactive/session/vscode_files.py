@@ -33,6 +33,7 @@ from interactive.base.files import parse_jsonc, strip_jsonc, write_json
 from interactive.base.identity import is_running
 from interactive.base.names import folder_name
 from interactive.base.types import TaskRef
+from interactive.storage import workspace as workspace_files
 from vscode_config import vscode
 
 if TYPE_CHECKING:
@@ -65,8 +66,8 @@ HOST = _host()
 """Written into each companion file: only a session that sees the same process ids (the
 same host or pod, and the same pid namespace: containers of a pod may have their own)
 can tell whether the process that wrote it is gone; a workspace may be shared."""
-WRITTEN = Path("podcode") / "written.json"
-ORIGINALS = Path("podcode") / "originals"
+WRITTEN = Path(workspace_files.WRITTEN)
+ORIGINALS = Path(workspace_files.ORIGINALS)
 HIDDEN_ROOT = Path(__file__).resolve().parents[1]
 """podcode's runtime (the decorator and the session around the task): the debugger leaves
 its frames out of the call stack, so that the task's own frames stand out."""

@@ -16,6 +16,9 @@ from interactive.base.files import atomic_open
 from interactive.storage import mirror
 from interactive.storage.store import Chunk, clean_path, guarded
 
+STORE_MARKER = ".podcode-store"
+"""An empty file at the root of every local store podcode wrote to: a store found inside a
+workspace is never taken for the engineer's edits (:mod:`interactive.storage.workspace`)."""
 _COPY_CHUNK = 1024 * 1024
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -27,6 +30,7 @@ class LocalStore:
         self.root = Path(root)
         self.url = str(self.root)
         """The folder, as an absolute path."""
+        self._marked = False
 
     def __repr__(self) -> str:
         return f"LocalStore({self.url!r})"
@@ -43,6 +47,19 @@ class LocalStore:
 
     # -- writing -----------------------------------------------------------------
 
+    def _mark(self) -> None:
+        """Put :data:`STORE_MARKER` at the root (once per store object; best effort)."""
+        if self._marked:
+            return
+        self._marked = True
+        marker = self.root / STORE_MARKER
+        if not marker.exists():
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                marker.touch(mode=0o600)
+            except OSError:
+                pass  # the write that follows says what is wrong with the folder
+
     def put_bytes(self, rel_path: str, data: Chunk, *, durable: bool = True) -> None:
         self.put_chunks(rel_path, [data], durable=durable)
 
@@ -50,6 +67,7 @@ class LocalStore:
         target = self.local_path(rel_path)
 
         def write() -> None:
+            self._mark()
             target.parent.mkdir(parents=True, exist_ok=True)
             with atomic_open(target, durable=durable) as out:
                 for chunk in chunks:
@@ -61,6 +79,7 @@ class LocalStore:
         target = self.local_path(rel_path)
 
         def copy() -> None:
+            self._mark()
             target.parent.mkdir(parents=True, exist_ok=True)
             with atomic_open(target) as out, open(local, "rb") as source:
                 shutil.copyfileobj(source, out, _COPY_CHUNK)
@@ -69,7 +88,12 @@ class LocalStore:
 
     def make_dir(self, rel_dir: str) -> None:
         folder = self.local_path(rel_dir)
-        guarded(self.url, rel_dir, "create", lambda: folder.mkdir(parents=True, exist_ok=True))
+
+        def create() -> None:
+            self._mark()
+            folder.mkdir(parents=True, exist_ok=True)
+
+        guarded(self.url, rel_dir, "create", create)
 
     # -- reading -----------------------------------------------------------------
 
