@@ -224,14 +224,6 @@ def _run_cli(
                               env=without_secrets(os.environ))
 
 
-def list_extensions(binary: Path, extensions_dir: Path) -> list[str]:
-    """The extension ids code-server itself finds in ``extensions_dir``."""
-    done = _run_cli(binary, extensions_dir, ["--list-extensions"])
-    if done.returncode != 0:
-        raise ExtensionError(f"code-server --list-extensions failed: {done.stderr.strip()}")
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
-
-
 def _redact(url: str) -> str:
     from server_bootstrap.download import redact_url  # the HTTP stack only when a URL is used
 

@@ -18,6 +18,7 @@ import pytest
 from server_bootstrap.codeserver import CodeServer
 from server_bootstrap.config import CodeServerConfig
 from server_bootstrap.errors import BootstrapError
+from server_bootstrap.extensions import _run_cli
 from server_bootstrap.locate import ensure_code_server
 
 
@@ -128,3 +129,10 @@ def serve(files: Files, name: str, body: bytes) -> tuple[str, str]:
     """Serve ``body`` at ``/name``; its URL and sha256."""
     files.content[f"/{name}"] = body
     return f"{files.url}/{name}", hashlib.sha256(body).hexdigest()
+
+
+def list_extensions(binary: Path, extensions_dir: Path) -> list[str]:
+    """The extension ids code-server itself finds in ``extensions_dir``."""
+    done = _run_cli(binary, extensions_dir, ["--list-extensions"])
+    assert done.returncode == 0, done.stderr
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]

@@ -25,9 +25,15 @@ from interactive.storage.store import PARTIAL_SUFFIX, open_store
 
 @pytest.fixture(autouse=True)
 def fresh_process_state() -> collections.abc.Iterator[None]:
-    checkpoint._forget_synced()
+    forget_synced()
     yield
-    checkpoint._forget_synced()
+    forget_synced()
+
+
+def forget_synced() -> None:
+    """As in a new pod: no folder fetched from the store in this process yet."""
+    with checkpoint._lock:
+        checkpoint._synced_down.clear()
 
 
 def test_needs_a_task() -> None:
@@ -101,7 +107,7 @@ def test_remote_store_mirror_round_trip(tmp_path: Path) -> None:
     fs = fsspec.filesystem("memory")
     assert fs.cat_file(f"{url}/checkpoints/m.train/step-10.ckpt") == b"ten"
 
-    checkpoint._forget_synced()
+    forget_synced()
     pod2 = {"PODCODE_STORE": url, "PODCODE_HOME": str(tmp_path / "pod2")}
     resumed = checkpoint_dir("m.train", environ=pod2)
     assert resumed != folder

@@ -17,12 +17,11 @@ from server_bootstrap.extensions import (
     install_companion,
     install_extensions,
     install_vsix,
-    list_extensions,
     spec_kind,
 )
 from server_bootstrap.extensions import _run_cli as run_code_server_cli
 from server_bootstrap.vsix import read_manifest
-from tests.codeserver_fixture import Files, serve
+from tests.codeserver_fixture import Files, list_extensions, serve
 
 SOURCE = Path(__file__).resolve().parents[1] / "vscode_config" / "extension"
 

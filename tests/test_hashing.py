@@ -23,10 +23,14 @@ from interactive.storage.hashing import (
     PARALLEL_BYTES,
     UnhashableInput,
     hash_inputs,
-    hash_value,
 )
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def hash_value(value: object) -> str:
+    """The digest of one value, by the rules of ``hash_inputs`` (as its only argument)."""
+    return hash_inputs((value,), {})
 
 
 @dataclasses.dataclass

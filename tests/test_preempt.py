@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections.abc
 import os
 import queue
 import signal
@@ -14,16 +13,10 @@ from typing import Any
 import pytest
 
 from interactive.task import preempt
+from tests import sigterm_state
+from tests.sigterm_state import sigterm_restored  # noqa: F401 - a fixture
 
-
-@pytest.fixture(autouse=True)
-def restore_sigterm() -> collections.abc.Iterator[None]:
-    before = signal.getsignal(signal.SIGTERM)
-    preempt._reset_for_tests()
-    yield
-    preempt.uninstall()
-    signal.signal(signal.SIGTERM, before)
-    preempt._reset_for_tests()
+pytestmark = pytest.mark.usefixtures("sigterm_restored")
 
 
 def test_alive_until_sigterm() -> None:
@@ -114,7 +107,7 @@ def test_uninstall_restores_the_previous_handler() -> None:
     signal.signal(signal.SIGTERM, previous)
     preempt.install()
     assert signal.getsignal(signal.SIGTERM) is not previous
-    preempt.uninstall()
+    sigterm_state.uninstall()
     assert signal.getsignal(signal.SIGTERM) is previous
 
 
@@ -250,13 +243,7 @@ def test_hook_name_is_qualified() -> None:
     assert preempt.hook_name(save).endswith("test_hook_name_is_qualified.<locals>.save")
 
 
-def test_exit_if_terminated_does_nothing_while_alive() -> None:
-    ran: list[str] = []
-    preempt.exit_if_terminated([lambda: ran.append("hook")], 30, after=lambda: ran.append("sync"))
-    assert ran == []
-
-
-def test_exit_if_terminated_runs_hooks_then_after_then_exits_143() -> None:
+def test_leave_runs_hooks_then_after_then_exits_143() -> None:
     preempt.install()
     signal.raise_signal(signal.SIGTERM)
     ran: list[str] = []
@@ -266,7 +253,7 @@ def test_exit_if_terminated_runs_hooks_then_after_then_exits_143() -> None:
         raise OSError("store unreachable")
 
     with pytest.raises(SystemExit) as info:
-        preempt.exit_if_terminated([lambda: ran.append("hook")], 30, after=broken_sync)
+        preempt.leave([lambda: ran.append("hook")], 30, after=broken_sync)
     assert info.value.code == 143
     assert ran == ["hook", "sync"]
 

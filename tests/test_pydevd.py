@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from interactive.base import pydevd
-from interactive.base.pydevd import IDLE_PYDEVD_SECONDS, unhurried
+from interactive.base.pydevd import IDLE_PYDEVD_SECONDS, slow_housekeeping
 from tests.dap import DapClient
 from tests.session_fixture import Job
 
@@ -74,8 +74,8 @@ def test_outside_the_range_nothing_of_pydevd_is_touched(
         assert pydevd.suspended_threads() == []
         pydevd.release(threading.current_thread())
         pydevd.stop_tracing_here()
-        pydevd.brisk_while_stopped()
-        with unhurried():
+        pydevd.fast_housekeeping_while_stopped()
+        with slow_housekeeping():
             pass
         assert pydevd.usable() is False
     assert touched == []
@@ -90,8 +90,8 @@ def test_the_bound_in_pyproject_is_the_tested_range() -> None:
 
 def test_pydevd_housekeeping_is_slowed_only_while_a_presenter_waits() -> None:
     module = SimpleNamespace(TIMEOUT_SLOW=0.2)
-    with unhurried(module):
-        with unhurried(module):  # a second session of the process waits too
+    with slow_housekeeping(module):
+        with slow_housekeeping(module):  # a second session of the process waits too
             assert module.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS
         assert module.TIMEOUT_SLOW == IDLE_PYDEVD_SECONDS, "one presenter still waits"
     assert module.TIMEOUT_SLOW == 0.2, "pydevd's own value is back"
@@ -108,7 +108,7 @@ def test_pydevd_writer_looks_at_an_empty_queue_seldom_while_a_session_waits() ->
     messages = Recorded()
     debugger = SimpleNamespace(writer=SimpleNamespace(_cmd_queue=messages))
     module = SimpleNamespace(TIMEOUT_SLOW=0.2, get_global_debugger=lambda: debugger)
-    with unhurried(module):
+    with slow_housekeeping(module):
         messages.put("event")
         assert messages.get(True, 0.1) == "event"  # a message comes at once
         with pytest.raises(queue.Empty):
@@ -126,8 +126,8 @@ def test_the_last_presenter_leaving_wakes_pydevd_from_its_slow_waits() -> None:
     alive = SimpleNamespace(_wait_event=asleep)
     debugger = SimpleNamespace(check_alive_thread=alive, _py_db_command_thread_event=command)
     module = SimpleNamespace(TIMEOUT_SLOW=0.2, get_global_debugger=lambda: debugger)
-    with unhurried(module):
-        with unhurried(module):
+    with slow_housekeeping(module):
+        with slow_housekeeping(module):
             pass
         assert not asleep.is_set(), "one presenter still waits"
     assert asleep.is_set() and not command.is_set()

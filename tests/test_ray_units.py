@@ -29,7 +29,7 @@ from interactive.ray.bugs import (
 )
 from interactive.ray.waiters import NOTE, OwnerWatch
 from interactive.ray.worker import copy_of, in_copy, relocate
-from interactive.task.travel import Carried
+from interactive.task.travel import ShippedSettings
 
 
 def failure(divisor: int) -> ExcInfo:
@@ -60,7 +60,7 @@ def test_the_board_opens_one_session_and_hands_its_outcome_to_the_rest() -> None
     board.settle("bug", FAILED, "later news is ignored once settled")
     assert board.claim("bug", "pod-c")[0] == FIXED
     assert board.claim("bug", "pod-c", again=True) == (OPEN, None)  # the fix did not help
-    assert board.sessions_opened() == 2
+    assert board.opened == 2
 
 
 def test_the_board_counts_who_waits_for_an_open_session() -> None:
@@ -124,7 +124,7 @@ async def _owner_falls_silent() -> None:
     board.settle("other", FIXED, [])
     assert await board.outcome("bug", 0.001, "w2") == (OPEN, None)  # w2 takes it over
     assert board.claim("bug", "w4") == (WAIT, "w2") and board.heartbeat("bug", "w2") == 1
-    assert board.live() and board.sessions_opened() == 3
+    assert board.live() and board.opened == 3
 
 
 def test_a_silent_owners_bug_is_opened_again_by_the_next_task_that_hits_it() -> None:
@@ -151,7 +151,7 @@ def test_sessions_are_bounded_per_job_and_per_node_and_a_settled_bug_frees_its_p
     board.settle("a", FIXED, [])
     assert board.claim("d", "w6", node="n3", limits=limits) == (OPEN, None)
     assert board.claim("e", "w7", node="n1", limits=(0, 0)) == (OPEN, None)  # 0: no bound
-    assert board.sessions_opened() == 5
+    assert board.opened == 5
 
 
 def test_an_aborted_bug_fails_its_waiters() -> None:
@@ -218,13 +218,14 @@ def test_code_shipped_by_value_is_pointed_at_the_nodes_copy(
 def test_settings_travel_to_another_process_but_the_nodes_own_win(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    carried = Carried(pid=-1, settings={"PODCODE_ENABLE": "1", "PODCODE_OWNER": "ana@x.org"})
+    carried = ShippedSettings(
+        pid=-1, settings={"PODCODE_ENABLE": "1", "PODCODE_OWNER": "ana@x.org"})
     assert carried.missing({"PODCODE_OWNER": "ops@x.org"}) == {"PODCODE_ENABLE": "1"}
-    here = Carried.here()
+    here = ShippedSettings.here()
     assert here.missing({}) == {}, "where the decorator ran, nothing to take"
     environ = {"PODCODE_OWNER": "ops@x.org"}
     monkeypatch.setattr(os, "environ", environ)
-    carried.arrive()
+    carried.apply_here()
     assert environ == {"PODCODE_OWNER": "ops@x.org", "PODCODE_ENABLE": "1"}
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import collections.abc
 import signal
 
 import pytest
 
 from interactive.task import preempt
 from interactive.task.retry import call_with_retries
+from tests.sigterm_state import sigterm_restored  # noqa: F401 - a fixture
 
 
 class Flaky:
@@ -26,14 +26,7 @@ class Flaky:
         return ("ok", args, kwargs)
 
 
-@pytest.fixture(autouse=True)
-def alive() -> collections.abc.Iterator[None]:
-    before = signal.getsignal(signal.SIGTERM)
-    preempt._reset_for_tests()
-    yield
-    preempt.uninstall()
-    signal.signal(signal.SIGTERM, before)
-    preempt._reset_for_tests()
+pytestmark = pytest.mark.usefixtures("sigterm_restored")
 
 
 def test_fails_twice_then_succeeds() -> None:

@@ -1,4 +1,5 @@
-"""``debug_session`` dispatches every command the waiting task receives, each on its own."""
+"""A session's steps (``runner.session_steps``) dispatch every command the waiting task
+receives, each on its own."""
 
 from __future__ import annotations
 
@@ -16,11 +17,17 @@ from interactive.base.settings import build_settings
 from interactive.base.types import ExcInfo, TaskRef
 from interactive.session import core
 from interactive.session.core import Command
-from interactive.task import preempt, runner
+from interactive.task import preempt, runner, steps
+from tests import sigterm_state
+
+
+def debug_session(call: runner.Call, excinfo: ExcInfo | None, on_open: Any = None) -> Any:
+    """A session served on this thread until the task succeeds, or abort/reap/preemption."""
+    return steps.run(runner.session_steps(call, excinfo, on_open))
 
 
 class FakeSession:
-    """What ``debug_session`` asks of a session, with the commands scripted by the test."""
+    """What a session's steps ask of a session, with the commands scripted by the test."""
 
     made: list[FakeSession] = []
     script: list[Command] = []
@@ -64,7 +71,7 @@ def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeSession]]:
     monkeypatch.setattr(core, "Session", FakeSession)
     FakeSession.made, FakeSession.script = [], []
     yield FakeSession
-    preempt._reset_for_tests()
+    sigterm_state.reset()
 
 
 def failure() -> ExcInfo:
@@ -81,7 +88,7 @@ def call(fn: Any, **settings: Any) -> runner.Call:
 
 def test_resume_runs_the_task_again_and_returns_its_value(session: type[FakeSession]) -> None:
     session.script = [Command(CommandKind.RESUME)]
-    assert runner.debug_session(call(lambda x: x * 21), failure()) == 42
+    assert debug_session(call(lambda x: x * 21), failure()) == 42
     [made] = session.made
     assert made.calls == ["open", "running", "deliver_fix"] and made.closed == [Phase.DONE]
 
@@ -96,7 +103,7 @@ def test_a_resume_that_fails_again_reopens_the_session(session: type[FakeSession
         return x
 
     session.script = [Command(CommandKind.RESUME), Command(CommandKind.RESUME)]
-    assert runner.debug_session(call(flaky), failure()) == 2
+    assert debug_session(call(flaky), failure()) == 2
     [made] = session.made
     assert made.calls == ["open", "running", "reopen KeyError", "running", "deliver_fix"]
 
@@ -104,14 +111,14 @@ def test_a_resume_that_fails_again_reopens_the_session(session: type[FakeSession
 def test_abort_raises_the_original_exception(session: type[FakeSession]) -> None:
     session.script = [Command(CommandKind.ABORT)]
     with pytest.raises(ValueError, match="first failure"):
-        runner.debug_session(call(lambda x: x), failure())
+        debug_session(call(lambda x: x), failure())
     assert session.made[0].closed == [Phase.FAILED]
 
 
 def test_reaped_raises_reaped_with_where_the_edits_went(session: type[FakeSession]) -> None:
     session.script = [Command(CommandKind.REAPED, "file:///store/edits/1.patch")]
     with pytest.raises(Reaped, match="cleaned up after being idle") as raised:
-        runner.debug_session(call(lambda x: x), failure())
+        debug_session(call(lambda x: x), failure())
     assert raised.value.saved_edits == "file:///store/edits/1.patch"
     assert isinstance(raised.value.__cause__, ValueError)
     assert session.made[0].closed == [Phase.FAILED]
@@ -124,7 +131,7 @@ def test_preempted_runs_the_hooks_saves_the_edits_and_exits_143(
     session.script = [Command(CommandKind.PREEMPTED)]
     task = call(lambda x: x, on_preempt=lambda: hooks.append("on_preempt"))
     with pytest.raises(SystemExit) as raised:
-        runner.debug_session(task, failure())
+        debug_session(task, failure())
     assert raised.value.code == 143 == preempt.exit_status()
     assert hooks == ["on_preempt"]
     [made] = session.made
@@ -147,7 +154,7 @@ def test_an_interrupt_once_the_session_waits_saves_the_edits(
     if at == "wait":
         monkeypatch.setattr(FakeSession, "wait", interrupt)
     with pytest.raises(KeyboardInterrupt):
-        runner.debug_session(call(lambda x: x), failure(), on_open)
+        debug_session(call(lambda x: x), failure(), on_open)
     [made] = session.made
     assert made.calls == ["open", "save_edits"] and made.closed == [Phase.FAILED]
 
@@ -157,7 +164,7 @@ def test_every_command_kind_has_its_own_branch(session: type[FakeSession]) -> No
     for kind in CommandKind:
         session.script = [Command(kind)]
         try:
-            outcomes[kind] = type(runner.debug_session(call(lambda x: x), failure())).__name__
+            outcomes[kind] = type(debug_session(call(lambda x: x), failure())).__name__
         except BaseException as exc:  # noqa: BLE001 - each kind ends its own way
             outcomes[kind] = type(exc).__name__
     assert outcomes == {CommandKind.RESUME: "int", CommandKind.ABORT: "ValueError",

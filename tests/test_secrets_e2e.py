@@ -167,7 +167,7 @@ def test_code_servers_extension_installs_get_no_secret(
     monkeypatch.setenv("PODCODE_SMTP_URL", SMTP_URL)
     monkeypatch.setenv("PASSWORD", "code-server-login")
     monkeypatch.setenv("PODCODE_KEPT", "yes")
-    extensions.list_extensions(binary, tmp_path / "extensions")
+    extensions._run_cli(binary, tmp_path / "extensions", ["--list-extensions"])
     environ = dump.read_bytes()
     assert b"PODCODE_KEPT=yes" in environ
     assert not holds_smtp_url(environ) and b"code-server-login" not in environ

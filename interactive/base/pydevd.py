@@ -6,8 +6,8 @@ a session needs a little more, and gets it here only:
 - claiming debugpy's port the way podcode claims ports (:func:`claim_ports`) and learning
   when a new client starts a debug session (:func:`on_new_client`,
   :func:`configuration_done`);
-- keeping pydevd's housekeeping slow while a session waits (:func:`unhurried`,
-  :func:`brisk_while_stopped`), letting suspended threads go (:func:`release`,
+- keeping pydevd's housekeeping slow while a session waits (:func:`slow_housekeeping`,
+  :func:`fast_housekeeping_while_stopped`), letting suspended threads go (:func:`release`,
   :func:`suspended_threads`), taking a thread out of tracing (:func:`stop_tracing_here`);
 - importing the debugger ahead and skipping its environment report
   (:func:`import_debugger`, :func:`quiet_environment_report`);
@@ -306,7 +306,7 @@ def _slow_get(get: Callable[..., Any], block: bool = True, timeout: float | None
 
 
 @contextlib.contextmanager
-def unhurried(pydevd: Any = None) -> Iterator[None]:
+def slow_housekeeping(pydevd: Any = None) -> Iterator[None]:
     """pydevd's housekeeping slowed while at least one presenter waits for a client or
     holds it in the failed frame. When the last one leaves, pydevd's own pace is back
     and its alive check, asleep at the slow one, is woken (a process that ends now is not
@@ -360,7 +360,7 @@ class _BriskEvent(threading.Event):
         )
 
 
-def brisk_while_stopped() -> None:
+def fast_housekeeping_while_stopped() -> None:
     """Give the calling thread pydevd's wake-up event of :class:`_BriskEvent` (once set,
     it stays; a request already signalled on the old one is kept)."""
     slot = _wake_up_slot(threading.current_thread())

@@ -3,7 +3,7 @@
 Plain slotted dataclasses, not frozen ones: a step is made on every call that succeeds,
 and a frozen dataclass costs about 2 us to make where these cost 0.4.
 
-The driver (:func:`interactive.task.runner.whole`, and the Ray bug board's
+The driver (:func:`interactive.task.runner.call_steps`, and the Ray bug board's
 :func:`interactive.ray.bugs.handle`) is a generator that yields these and receives each
 one's result, or its exception. The executors (:func:`interactive.task.steps.run` for a
 plain function, :func:`interactive.task.aio.run` for a coroutine) do them.

@@ -71,7 +71,7 @@ beats' margin, since a live owner taken for dead means a second session for its 
 
 
 @dataclass(frozen=True)
-class Again:
+class FailedCall:
     """What calling the failed task again takes."""
 
     fn: Callable[..., Any]
@@ -221,9 +221,6 @@ class Board:
         """The bug whose session broke ``group`` last (None: none did)."""
         return self.groups.get(group)
 
-    def sessions_opened(self) -> int:
-        return self.opened
-
     def live(self) -> bool:
         """Whether a session is open with its owner alive."""
         return any(bug.state == OPEN and not self._orphaned(bug) for bug in self.bugs.values())
@@ -278,7 +275,7 @@ def who() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
 
-def handle(call: Again, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
+def handle(call: FailedCall, excinfo: ExcInfo, open_session: OpenSession) -> Steps:
     """The failed ``call`` in a Ray worker: its own session, or the outcome of the one
     already open for the same bug. Whatever goes wrong on the way (the board out of reach,
     a fix that cannot be applied here), the task's own exception is raised, with a note."""
@@ -327,7 +324,7 @@ def _ask(method: Any, *args: Any) -> Any:
     return ray.get(method.remote(*args))
 
 
-def _where(call: Again) -> tuple[str, tuple[int, int]]:
+def _where(call: FailedCall) -> tuple[str, tuple[int, int]]:
     """This worker's node, and the bounds on open sessions the task's settings set."""
     import ray
 
@@ -337,7 +334,7 @@ def _where(call: Again) -> tuple[str, tuple[int, int]]:
 
 
 def _own_session(
-    call: Again, excinfo: ExcInfo, open_session: OpenSession, shared: Any, key: str
+    call: FailedCall, excinfo: ExcInfo, open_session: OpenSession, shared: Any, key: str
 ) -> Steps:
     """This task's session for the bug: its owner beats until it ends; the fix is posted
     when the engineer resumes, a failure when the session ends without one."""
@@ -363,7 +360,7 @@ def _own_session(
         watch.stop()
 
 
-def _poster(call: Again) -> str:
+def _poster(call: FailedCall) -> str:
     """Who posts the session's outcomes: a rank's session posts one at every resume."""
     return who() if call.ranks is not None else ""
 
@@ -373,7 +370,7 @@ _taken: dict[str, int] = {}
 ROUND_POLL_SECONDS = 0.5
 
 
-def _new_round(shared: Any, key: str, call: Again) -> tuple[str, Any]:
+def _new_round(shared: Any, key: str, call: FailedCall) -> tuple[str, Any]:
     """A rank's next outcome of the bug's session: the one posted since the round this
     process ran; ``(OPEN, None)`` once it takes the bug over (the session ended with no
     new outcome), or a new owner's ``(WAIT, owner)``."""
@@ -419,7 +416,7 @@ def edits(base: Any) -> Edits:
     return [(str(path.relative_to(base.root)), old, new) for path, old, new in edits_since(base)]
 
 
-def _wait(shared: Any, key: str, call: Again, limit: float) -> tuple[str, Any]:
+def _wait(shared: Any, key: str, call: FailedCall, limit: float) -> tuple[str, Any]:
     """Wait for the bug's outcome, at most ``limit`` seconds, while the process is alive;
     ``(OPEN, None)`` when this task takes over the session of an owner that is gone."""
     import ray
@@ -441,7 +438,7 @@ def _wait(shared: Any, key: str, call: Again, limit: float) -> tuple[str, Any]:
 
 
 def _with_fix(
-    call: Again, excinfo: ExcInfo, fix: Edits, open_session: OpenSession, shared: Any, key: str
+    call: FailedCall, excinfo: ExcInfo, fix: Edits, open_session: OpenSession, shared: Any, key: str
 ) -> Steps:
     """Apply the bug's fix here and call the task again; failing the same way, a new
     session opens."""

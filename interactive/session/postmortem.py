@@ -188,7 +188,7 @@ class PostMortem:
         at once. Where pydevd's event is out of reach, a connected client is polled for."""
         self._waiting = threading.Event()  # set by stop
         configured = pydevd.configuration_done()
-        with pydevd.unhurried():
+        with pydevd.slow_housekeeping():
             while not self._stop.is_set() and not self._waiting.is_set():
                 if configured is not None and configured.wait(CANCEL_CHECK_SECONDS):
                     return
@@ -203,8 +203,8 @@ class PostMortem:
 
         pydevd's housekeeping stays slow meanwhile: a stopped thread and the command
         thread are woken at once by each request, their timeouts only pace idle checks."""
-        with pydevd.traced(threading.current_thread()), pydevd.unhurried():
-            pydevd.brisk_while_stopped()
+        with pydevd.traced(threading.current_thread()), pydevd.slow_housekeeping():
+            pydevd.fast_housekeeping_while_stopped()
             try:
                 debugpy.trigger_exception_handler(excinfo, as_uncaught=False)
             except Exception:  # a debugger hiccup must not end the session

@@ -159,9 +159,3 @@ def sync_all_mirrors() -> None:
             store.sync_up(folder, store_dir(name))
         except Exception:
             logger.exception("could not save the checkpoints of %s to %s", name, store.url)
-
-
-def _forget_synced() -> None:
-    """Forget which folders were fetched in this process (tests, a new pod's start)."""
-    with _lock:
-        _synced_down.clear()

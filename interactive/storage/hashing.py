@@ -104,11 +104,6 @@ def hash_inputs(
     return hasher.hexdigest()
 
 
-def hash_value(value: object) -> str:
-    """Hex digest of one value (the rules of :func:`hash_inputs`)."""
-    return _digest_argument("value", value).hex()
-
-
 def _digest_argument(label: str, value: object) -> bytes:
     try:
         return _Walker().digest(value, label)

@@ -1,6 +1,6 @@
 """``async def`` tasks: the same steps as a plain function's, run on the event loop.
 
-A coroutine's call goes through :func:`interactive.task.runner.whole`, as a plain
+A coroutine's call goes through :func:`interactive.task.runner.call_steps`, as a plain
 function's does (the cache, retries, the Ray job's bug board, ``on_open``, interrupts);
 :func:`run` is its executor. Everything that blocks (opening the session: capture,
 code-server, records; waiting for the engineer's command; saving the fix; closing)
@@ -47,10 +47,10 @@ async def run_task_async(
     kwargs: dict[str, Any],
 ) -> Any:
     """The enabled path of a decorated coroutine function: the same steps as a plain
-    function's (:func:`runner.whole`), run on the event loop by :func:`run`."""
+    function's (:func:`runner.call_steps`), run on the event loop by :func:`run`."""
     token, flight = current_task.set(ref.name), preempt.entering()
     try:
-        return await run(runner.whole(runner.first_call(fn, ref, settings, args, kwargs)))
+        return await run(runner.call_steps(runner.first_call(fn, ref, settings, args, kwargs)))
     finally:
         preempt.leaving(flight)
         current_task.reset(token)

@@ -107,7 +107,7 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
     """
     console.install()
     checked, refused = read_settings(settings)
-    carried = travel.Carried.here()
+    carried = travel.ShippedSettings.here()
     if activation(os.environ, refused).enabled:  # before the task's init_process_group
         collective.prefer_raised_nccl_errors()
         preempt.install_ahead()  # a session waiting on any thread is woken by SIGTERM
@@ -146,7 +146,7 @@ def vscode(fn: Callable[..., Any] | None = None, **settings: Any) -> Any:
 
 
 def _async_wrapper(
-    function: Callable[..., Any], ref: TaskRef, checked: Settings, carried: travel.Carried
+    function: Callable[..., Any], ref: TaskRef, checked: Settings, carried: travel.ShippedSettings
 ) -> Any:
     """The wrapper of a coroutine function: a coroutine function too (frameworks check)."""
 
@@ -180,7 +180,7 @@ def _load_run_task_async() -> Callable[..., Any]:
 
 
 def _read_once(
-    load: Callable[[], Callable[..., Any]], carried: travel.Carried
+    load: Callable[[], Callable[..., Any]], carried: travel.ShippedSettings
 ) -> Callable[[], Callable[..., Any] | None]:
     """The enabled path (``load()``) or None when podcode is off: the environment is read
     once per process, at a wrapper's first call there, and the answer kept. A refused
@@ -196,7 +196,7 @@ def _read_once(
         pid = os.getpid()
         if pid not in chosen:
             chosen.clear()  # another process's answer, shipped with the wrapper
-            carried.arrive()
+            carried.apply_here()
             console.install()
             decided = activation(os.environ)
             _report(decided, pid)

@@ -143,18 +143,6 @@ def install() -> None:
     logger.debug("SIGTERM handler installed (previous: %r)", _state.previous)
 
 
-def uninstall() -> None:
-    """Give SIGTERM back to the handler that was there before :func:`install`."""
-    if threading.current_thread() is not threading.main_thread() or not _state.installed:
-        return
-    if signal.getsignal(signal.SIGTERM) is _handle:
-        previous = _state.previous
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-    _state.installed = False
-    _state.idle_default = False
-    _state.previous = None
-
-
 def on_terminate(callback: Callable[[], None]) -> Callable[[], None]:
     """Call ``callback`` once, at SIGTERM: from the handler (keep it short, non-blocking,
     lock-free) or from the thread that passes on a SIGTERM another thread took.
@@ -279,24 +267,6 @@ def _run_one(hook: Callable[[], object], timeout: float) -> tuple[bool, str | No
     return True, f"hook {name} failed: {type(exc).__name__}: {exc}"
 
 
-def exit_if_terminated(
-    hooks: Sequence[Callable[[], object]],
-    deadline_seconds: float,
-    *,
-    after: Callable[[], object] | None = None,
-) -> None:
-    """After SIGTERM: run ``hooks`` (bounded), then ``after``, then end the process with
-    status 143 (:func:`leave`).
-
-    For the code that regains control once the task returned (its
-    ``while check_alive()`` loop ended): ``after`` is where checkpoints are
-    synced to the store. Does nothing while the process is alive.
-    """
-    if check_alive():
-        return
-    leave(hooks, deadline_seconds, after=after)
-
-
 def leave(
     hooks: Sequence[Callable[[], object]],
     deadline_seconds: float,
@@ -396,12 +366,3 @@ def hook_name(hook: Callable[[], object]) -> str:
     module = getattr(hook, "__module__", None) or ""
     qualname = getattr(hook, "__qualname__", None) or repr(hook)
     return f"{module}.{qualname}" if module else qualname
-
-
-def _reset_for_tests() -> None:
-    """Forget the SIGTERM (and the wakers); the handler stays as it is."""
-    wakeup._flush_for_tests()
-    _state.terminated_at = None
-    _state.wakers.clear()
-    _state.leaving = None
-    _state.status_ours = _state.main_told = _state.raise_in_main = False

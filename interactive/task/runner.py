@@ -61,13 +61,13 @@ def run_task(
     (:mod:`interactive.inputs.snapshot`), nothing is written until the task fails."""
     token, flight = current_task.set(ref.name), preempt.entering()
     try:
-        return steps.run(whole(first_call(fn, ref, settings, args, kwargs)))
+        return steps.run(call_steps(first_call(fn, ref, settings, args, kwargs)))
     finally:
         preempt.leaving(flight)
         current_task.reset(token)
 
 
-def whole(call: Call) -> Steps:
+def call_steps(call: Call) -> Steps:
     """A decorated call's steps (:mod:`interactive.task.steps`): the cache, the task, and
     its session when it fails; the task's value."""
     if call.settings.cache:
@@ -171,13 +171,13 @@ def attempt(call: Call) -> Steps:
     except NEVER_DEBUGGED:
         raise
     except BaseException:
-        excinfo = caught()
+        excinfo = current_failure()
     _leave_if_preempted(call)  # the pod is going: no session, checkpoint and go
     if "ray" in sys.modules:
         from interactive.ray import bugs, worker
 
         if worker.in_worker():  # one session per bug across the job
-            again = bugs.Again(call.fn, call.args, call.kwargs, call.ref, call.settings,
+            again = bugs.FailedCall(call.fn, call.args, call.kwargs, call.ref, call.settings,
                                preempt.check_alive, _ranks())
             return (yield from bugs.handle(again, excinfo, functools.partial(
                 session_steps, call)))
@@ -197,7 +197,7 @@ def _ranks() -> Ranks | None:
                  peers.broke_with_the_group, peers.set_in_session)
 
 
-def caught() -> ExcInfo:
+def current_failure() -> ExcInfo:
     """The exception being handled, for the session: a plain function's traceback starts at
     the task's own frame, so that the debugger lists that frame's callers from the live
     stack (a traceback that starts in a suspended generator of the runner's steps shows
@@ -258,15 +258,6 @@ def _inputs(call: Call, session: Session) -> tuple[tuple[Any, ...], dict[str, An
 
 def _restored(live: Any, saved: Any) -> Any:
     return live if saved is MISSING else snapshot.restore(live, saved)
-
-
-def debug_session(
-    call: Call, excinfo: ExcInfo | None, on_open: Callable[[Session], object] | None = None,
-    on_resume: Callable[[bool], object] | None = None,
-) -> Any:
-    """Open a session and serve it on this thread until the task succeeds, or
-    abort/reap/preemption (see :func:`session_steps`)."""
-    return steps.run(session_steps(call, excinfo, on_open, on_resume))
 
 
 def session_steps(
@@ -399,7 +390,7 @@ def resumed_with(
 
 def failed_again(call: Call, session: Session) -> ExcInfo:
     """The resumed task failed: the session shows the new exception and waits again."""
-    excinfo = caught()
+    excinfo = current_failure()
     log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
     collective.abort_group(excinfo[1])
     session.reopen(excinfo)

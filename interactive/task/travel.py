@@ -18,14 +18,14 @@ PREFIX = "PODCODE_"
 
 
 @dataclass(frozen=True)
-class Carried:
+class ShippedSettings:
     """The ``PODCODE_*`` settings of the process that applied the decorator."""
 
     pid: int
     settings: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def here(cls) -> Carried:
+    def here(cls) -> ShippedSettings:
         return cls(os.getpid(), {k: v for k, v in os.environ.items() if k.startswith(PREFIX)})
 
     def missing(self, environ: Mapping[str, str]) -> dict[str, str]:
@@ -35,6 +35,6 @@ class Carried:
             return {}
         return {k: v for k, v in self.settings.items() if k not in environ}
 
-    def arrive(self) -> None:
+    def apply_here(self) -> None:
         """Set the missing settings in this process's environment."""
         os.environ.update(self.missing(os.environ))

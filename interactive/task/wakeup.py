@@ -33,7 +33,8 @@ _lock = threading.Lock()
 _fds: tuple[int, int] | None = None
 """(read, write): the pipe whose write end is this process's wakeup fd, once set."""
 _MARK = 0
-"""Not a signal's number: written by :func:`_flush_for_tests` behind the signals so far."""
+"""Not a signal's number: written behind the signals so far by whoever needs to know when
+they have been passed on (the reader sets ``_passed`` when it reaches it)."""
 _passed = threading.Event()
 
 
@@ -108,14 +109,3 @@ def _close(*fds: int) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-
-
-def _flush_for_tests(timeout: float = 30) -> None:
-    """Until the signals written so far have been passed on (a test's SIGTERM must not
-    reach the next test)."""
-    fds = _fds
-    if fds is None:
-        return
-    _passed.clear()
-    os.write(fds[1], bytes([_MARK]))
-    _passed.wait(timeout)
