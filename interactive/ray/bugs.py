@@ -17,7 +17,7 @@ tensors they held are freed):
 A task that still fails after the fix claims the bug again: a new session opens.
 
 Ray Train's workers are ranks of one process group: they go through the board too, with
-what a group needs (:mod:`interactive.ray.ranks`).
+what a group needs (:mod:`interactive.ray.train_group`).
 
 The fix is posted to the board when the engineer resumes (once the edits are patched
 in), not when the decorated function returns: Ray Tune may stop a trial at its last
@@ -52,7 +52,7 @@ from interactive.base.errors import add_note, from_the_task
 from interactive.base.settings import Settings, workspace_for
 from interactive.base.steps import Blocking, Steps, TaskCall
 from interactive.base.types import NEVER_DEBUGGED, ExcInfo, TaskRef
-from interactive.ray.ranks import Ranks, bug_of
+from interactive.ray.train_group import Ranks, bug_of
 
 log = logging.getLogger(__name__)
 

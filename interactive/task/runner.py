@@ -25,7 +25,7 @@ from interactive.task import preempt, steps
 from interactive.task.warmup import settle, warm_up
 
 if TYPE_CHECKING:
-    from interactive.ray.ranks import Ranks
+    from interactive.ray.train_group import Ranks
     from interactive.resume.plan import Resume
     from interactive.session.core import Command, Session
     from interactive.storage.outputs import TaskCache
@@ -190,7 +190,7 @@ def _ranks() -> Ranks | None:
     if not collective.in_group():
         return None
     from interactive.distributed import peers
-    from interactive.ray.ranks import Ranks, group_name
+    from interactive.ray.train_group import Ranks, group_name
 
     _join_pod()
     return Ranks(group_name(), collective.abort_group, collective.reform_group,
@@ -203,7 +203,8 @@ def current_failure() -> ExcInfo:
     stack (a traceback that starts in a suspended generator of the runner's steps shows
     none of them). A coroutine's is left as it is: its callers are the event loop's."""
     kind, error, tb = sys.exc_info()
-    assert kind is not None and error is not None
+    if kind is None or error is None:
+        raise RuntimeError("current_failure() is called only while an exception is handled")
     task = from_the_task(tb)
     if task is not None and task.tb_frame.f_code.co_flags & inspect.CO_COROUTINE:
         return kind, error, tb

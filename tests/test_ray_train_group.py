@@ -7,7 +7,7 @@ import sys
 
 from interactive.base.types import ExcInfo
 from interactive.ray.bugs import FAILED, FIXED, OPEN, OWNER_TIMEOUT_SECONDS, WAIT, Board
-from interactive.ray.ranks import group_name, stopped_at
+from interactive.ray.train_group import group_name, stopped_at
 
 
 class Clock:
@@ -71,5 +71,5 @@ def test_a_stopped_rank_says_where_in_its_own_code_it_was() -> None:
         assert kind is not None and error is not None
         excinfo: ExcInfo = (kind, error, tb)
     where = stopped_at(excinfo)
-    assert where.startswith("_backward (test_ray_ranks.py:")
+    assert where.startswith("_backward (test_ray_train_group.py:")
     assert where.endswith(': raise RuntimeError("Connection closed by peer")')
