@@ -37,9 +37,9 @@ from blake3 import blake3
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure, interleaved, ratio, seconds  # noqa: E402
+from interactive.storage.backends import open_store  # noqa: E402
 from interactive.storage.hashing import hash_inputs  # noqa: E402
 from interactive.storage.outputs import TaskCache  # noqa: E402
-from interactive.storage.store import open_store  # noqa: E402
 
 MIB = 1024 * 1024
 HASH_MIB = 512

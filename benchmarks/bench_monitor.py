@@ -53,7 +53,7 @@ from interactive.culler.activity import (  # noqa: E402
 from interactive.culler.cleanup import cleanup  # noqa: E402
 from interactive.culler.monitor import MonitorDeps, run_monitor  # noqa: E402
 from interactive.culler.notify import EmailNotifier, Notifier  # noqa: E402
-from interactive.storage.store import open_store  # noqa: E402
+from interactive.storage.backends import open_store  # noqa: E402
 from interactive.storage.workspace import Snapshot  # noqa: E402
 
 WATCH_SECONDS = float(os.environ.get("PODCODE_BENCH_MONITOR_SECONDS", "60"))

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from interactive.storage.backends import open_store
 from interactive.storage.hashing import UnhashableInput
 from interactive.storage.outputs import TaskCache, canonical_call, decode_entry, encode_entry
-from interactive.storage.store import Store, open_store
+from interactive.storage.store import Store
 
 
 @pytest.fixture

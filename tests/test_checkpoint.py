@@ -12,6 +12,7 @@ import pytest
 
 from interactive.base.context import current_task
 from interactive.storage import checkpoint
+from interactive.storage.backends import open_store
 from interactive.storage.checkpoint import (
     NoTaskError,
     atomic_path,
@@ -20,7 +21,7 @@ from interactive.storage.checkpoint import (
     folder_name,
     sync_checkpoints,
 )
-from interactive.storage.store import PARTIAL_SUFFIX, open_store
+from interactive.storage.store import PARTIAL_SUFFIX
 
 
 @pytest.fixture(autouse=True)

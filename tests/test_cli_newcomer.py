@@ -309,8 +309,8 @@ def test_every_message_starts_with_podcode(live: LiveSession, console: Console) 
 
 
 def _save_fix(task: str, workspace: Path) -> bytes:
+    from interactive.storage.backends import open_store
     from interactive.storage.edits import save_edits
-    from interactive.storage.store import open_store
     from interactive.storage.workspace import Snapshot
 
     workspace.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ import os
 import time
 from pathlib import Path
 
+from interactive.storage.backends import open_store
 from interactive.storage.edits import SaveLimits, SaveLog, latest_patch, save_edits
-from interactive.storage.store import open_store
 from interactive.storage.workspace import Snapshot
 
 NOW = 1_700_000_000.0

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from interactive.storage.backends import open_store
 from interactive.storage.edits import save_edits, stored_name
-from interactive.storage.store import open_store
 from interactive.storage.workspace import Snapshot, git_quote
 
 NOW = 1_700_000_000.0

@@ -17,8 +17,9 @@ from interactive.base.state import SessionState
 from interactive.culler.cleanup import cleanup, run_hook
 from interactive.culler.notify import EmailNotifier
 from interactive.storage import edits
+from interactive.storage.backends import open_store
 from interactive.storage.edits import edits_folder
-from interactive.storage.store import Store, open_store
+from interactive.storage.store import Store
 from interactive.storage.workspace import Snapshot
 from tests.culler_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
@@ -73,6 +74,7 @@ def store(tmp_path: Path) -> Store:
 
 def state_for(task: str = "train.fit") -> SessionState:
     state = SessionState(task, clock=lambda: NOW)
+    state.set(state="waiting")
     state.set(state="warned", last_activity=NOW - 2400)
     return state
 

@@ -13,9 +13,10 @@ import fsspec
 import pytest
 
 from interactive.base.files import atomic_open
+from interactive.storage.backends import open_store
 from interactive.storage.fsspec_store import FsspecStore
 from interactive.storage.local_store import LocalStore
-from interactive.storage.store import PARTIAL_SUFFIX, Store, StoreError, open_store
+from interactive.storage.store import PARTIAL_SUFFIX, Store, StoreError
 
 
 def memory_url() -> str:
@@ -156,7 +157,7 @@ def test_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
 FILL_SCRIPT = """
 import resource, signal, sys
 from pathlib import Path
-from interactive.storage.store import open_store
+from interactive.storage.backends import open_store
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 store = open_store({"PODCODE_STORE": sys.argv[1]})
 resource.setrlimit(resource.RLIMIT_FSIZE, (1024 * 1024, 1024 * 1024))

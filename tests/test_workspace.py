@@ -180,8 +180,8 @@ def test_an_edit_of_launch_json_is_the_engineers(tmp_path: Path) -> None:
 def test_podcode_homes_and_stores_inside_the_workspace_are_not_edits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from interactive.storage.backends import open_store
     from interactive.storage.edits import save_edits
-    from interactive.storage.store import open_store
 
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -26,7 +26,7 @@ MANIFEST = "manifest.json"
 
 def run(args: argparse.Namespace, console: Console) -> int:
     from interactive.storage.edits import latest_patch
-    from interactive.storage.store import open_store
+    from interactive.storage.backends import open_store
 
     store = open_store()
     patch = store.get_bytes(latest_patch(args.task))

@@ -66,8 +66,8 @@ class EditSaver:
     def save(self, snapshot: WorkspaceChanges, when: float,
              stop: Callable[[], bool] | None = None) -> str | None:
         """Save into the folder of ``when``; its URL (None: no time was left)."""
+        from interactive.storage.backends import open_store
         from interactive.storage.edits import save_edits
-        from interactive.storage.store import open_store
 
         limits = self.limits
         if limits.deadline is not None and self.clock() >= limits.deadline:

@@ -413,7 +413,7 @@ class Session:
 
     async def _reap(self, notifier: Any) -> None:
         from interactive.culler.cleanup import cleanup
-        from interactive.storage.store import open_store_or_none
+        from interactive.storage.backends import open_store_or_none
 
         report = await cleanup(
             state=self.state,

@@ -31,7 +31,8 @@ from interactive.base.context import current_task
 from interactive.base.errors import PodcodeError
 from interactive.base.names import folder_name
 from interactive.base.settings import podcode_home
-from interactive.storage.store import Store, open_store
+from interactive.storage.backends import open_store
+from interactive.storage.store import Store
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
 """The store: a folder that outlives the pod (``PODCODE_STORE``, an fsspec URL).
 
-One protocol, :class:`Store`, and two kinds behind it, chosen by :func:`open_store`:
+One protocol, :class:`Store`, and two kinds behind it, chosen by
+:func:`interactive.storage.backends.open_store`:
 
 - :class:`~interactive.storage.local_store.LocalStore`: a local path (or ``file://``),
   used directly;
@@ -127,28 +128,6 @@ def local_root(url: str) -> Path | None:
     if "://" in url:
         return None
     return Path(url).expanduser().absolute()
-
-
-def open_store(environ: Mapping[str, str] | None = None) -> Store:
-    """Open the store named by ``PODCODE_STORE`` (default ``$PODCODE_HOME/store``)."""
-    from interactive.storage.fsspec_store import FsspecStore, remote_fs
-    from interactive.storage.local_store import LocalStore
-
-    url = store_url(environ)
-    root = local_root(url)
-    if root is not None:
-        return LocalStore(root)
-    return FsspecStore(url.rstrip("/"), remote_fs(url))
-
-
-def open_store_or_none() -> Store | None:
-    """:func:`open_store`, or None (logged) when it cannot be opened: a cleanup goes on
-    without saving the edits."""
-    try:
-        return open_store()
-    except Exception:
-        log.exception("the store cannot be opened; the edits cannot be saved")
-        return None
 
 
 def clean_path(rel_path: str) -> str:

@@ -140,8 +140,8 @@ class CachedCall:
     @classmethod
     def look_up(cls, call: Call) -> tuple[CachedCall, bool, Any]:
         """(the cached call, whether its output is in the store, that output)."""
+        from interactive.storage.backends import open_store
         from interactive.storage.outputs import TaskCache
-        from interactive.storage.store import open_store
 
         cache = TaskCache(open_store())
         cached = cls(call, cache, cache.inputs_digest(call.args, call.kwargs, func=call.fn))
@@ -282,7 +282,7 @@ def session_steps(
         except Exception as exc:
             return (yield from without_session(call, excinfo, exc))
         if on_open is not None:
-            on_open(session)
+            yield Blocking(on_open, (session,))
         yield Blocking(_sync_checkpoints, (call.ref,))  # a retry in a new pod finds the last
         value = yield from _serve(call, session, excinfo, on_resume)
         final = Phase.DONE
@@ -350,19 +350,26 @@ def _serve(
     call: Call, session: Session, excinfo: ExcInfo | None,
     on_resume: Callable[[bool], object] | None,
 ) -> Steps:
-    """Wait for commands; the resumed task's value once it succeeds."""
+    """Wait for commands; the resumed task's value once it succeeds. Every step that may
+    block (the record written, the inputs loaded, the ranks joined) is :class:`Blocking`;
+    only the patch itself runs where the task runs (for a coroutine: on its loop)."""
     while True:
         planned = resumed_with(call, session, (yield Wait(session)), excinfo)
+        again: ExcInfo | None = None
         try:
-            args, kwargs = resume_inputs(call, session, planned)
+            args, kwargs = yield from resume_inputs(call, session, planned)
             if on_resume is not None:  # before the group re-forms: ranks waiting elsewhere
-                on_resume(planned is not None and bool(planned.plan.patched))  # join it then
-            collective.reform_group()  # with the other ranks, which resume too
+                patched = planned is not None and bool(planned.plan.patched)  # join it then
+                yield Blocking(on_resume, (patched,))
+            yield Blocking(collective.reform_group)  # with the other ranks, which resume too
             value = yield TaskCall(call.fn, args, kwargs)
         except NEVER_DEBUGGED:
             raise
         except BaseException:
-            excinfo = failed_again(call, session)
+            again = current_failure()
+        if again is not None:
+            excinfo = again
+            yield from failed_again(call, session, again)
             continue
         yield Blocking(session.deliver_fix)
         return value
@@ -389,13 +396,12 @@ def resumed_with(
     raise AssertionError(f"unknown command {command.kind}")
 
 
-def failed_again(call: Call, session: Session) -> ExcInfo:
-    """The resumed task failed: the session shows the new exception and waits again."""
-    excinfo = current_failure()
+def failed_again(call: Call, session: Session, excinfo: ExcInfo) -> Steps:
+    """The resumed task failed (``excinfo``): the session shows the new exception and
+    waits again."""
     log.error("%s failed again (%s); the session stays open", call.ref.name, excinfo[1])
-    collective.abort_group(excinfo[1])
-    session.reopen(excinfo)
-    return excinfo
+    yield Blocking(collective.abort_group, (excinfo[1],))
+    yield Blocking(session.reopen, (excinfo,))
 
 
 def without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> Steps:
@@ -409,17 +415,17 @@ def without_session(call: Call, excinfo: ExcInfo | None, problem: Exception) -> 
     raise excinfo[1].with_traceback(from_the_task(excinfo[2]))
 
 
-def resume_inputs(
-    call: Call, session: Session, planned: Resume | None
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Patch the edits in; the inputs to call the task with again."""
-    session.running()
+def resume_inputs(call: Call, session: Session, planned: Resume | None) -> Steps:
+    """Patch the edits in; the inputs to call the task with again. The patch runs where the
+    task runs (on a coroutine's loop no other coroutine runs while the code changes); the
+    record and the inputs are :class:`Blocking` steps."""
+    yield Blocking(session.running)
     summary = "nothing patched (no code changed)"
     if planned is not None:
         planned.plan.apply()
         session.patched(planned)
         summary = planned.plan.summary()
-    args, kwargs = _inputs(call, session)  # after the patch: objects get the new code
+    args, kwargs = yield Blocking(_inputs, (call, session))  # after the patch: new code
     print(
         f"podcode: resuming {call.ref.name} (attempt {session.state.attempt + 1}): {summary}",
         flush=True,
