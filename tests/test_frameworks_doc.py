@@ -1,4 +1,5 @@
-"""The manifests in docs/frameworks.md are valid, and wired the way the page says."""
+"""The manifests in docs/frameworks/ (a page per framework) are valid, and wired the way
+the pages say."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "frameworks.md"
+PAGES = Path(__file__).resolve().parent.parent / "docs" / "frameworks"
+
+
+def text() -> str:
+    """Every framework page, one after the other."""
+    return "\n".join(page.read_text(encoding="utf-8") for page in sorted(PAGES.glob("*.md")))
+
+
 BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 VERSION = kubernetes_validate.latest_version()
 
@@ -20,7 +28,7 @@ VERSION = kubernetes_validate.latest_version()
 def manifests() -> list[dict[str, Any]]:
     return [
         doc
-        for block in BLOCK.findall(DOC.read_text(encoding="utf-8"))
+        for block in BLOCK.findall(text())
         for doc in yaml.safe_load_all(block)
         if doc
     ]
@@ -109,7 +117,7 @@ def flyte_cluster_example(folder: Path, monkeypatch: pytest.MonkeyPatch,
     source)."""
     pytest.importorskip(sdk)
     marker, _ = SDKS[sdk]
-    [source] = [b for b in PYTHON.findall(DOC.read_text(encoding="utf-8")) if marker in b]
+    [source] = [b for b in PYTHON.findall(text()) if marker in b]
     name = f"{sdk}_cluster_example"
     (folder / f"{name}.py").write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(folder))
@@ -135,7 +143,13 @@ def test_the_flyte_pod_template_is_a_valid_pod_with_what_podcode_needs(
     env = {e["name"]: e for e in primary["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert env["PODCODE_SMTP_URL"]["valueFrom"]["secretKeyRef"]["name"] == "podcode-smtp"
+    # The SMTP password: the Secret podcode-smtp mounted as a file, in no environment.
+    assert "valueFrom" not in env["PODCODE_SMTP_URL"] and ":" not in env["PODCODE_SMTP_URL"][
+        "value"].split("://")[1].split("@")[0]
+    password = Path(env["PODCODE_SMTP_PASSWORD_FILE"]["value"])
+    [mount] = [m for m in primary["volumeMounts"] if m["mountPath"] == str(password.parent)]
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "podcode-smtp"
     mounts = {m["mountPath"] for m in primary["volumeMounts"]}
     assert {"/workspace", "/tmp", "/var/podcode"} <= mounts
 

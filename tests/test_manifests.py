@@ -1,11 +1,12 @@
-"""The manifests in docs/kubernetes.md and docs/deploy.md are valid Kubernetes objects, and say
-what podcode needs."""
+"""The manifests of docs/manifests/ (which docs/kubernetes.md and docs/deploy.md link to)
+are valid Kubernetes objects, say what podcode needs, and are written in one place only."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import kubernetes_validate
 import pytest
@@ -14,18 +15,21 @@ import yaml
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 DOC = DOCS / "kubernetes.md"
 DEPLOY = DOCS / "deploy.md"
+FILES = DOCS / "manifests"
 BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
-def manifests(doc: Path = DOC) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
-        found.extend(doc for doc in yaml.safe_load_all(block) if doc)
-    return found
+def manifests(source: Path = FILES) -> list[dict[str, Any]]:
+    """The objects of a YAML file, of every file in a folder, or of a page's yaml blocks."""
+    if source.is_dir():
+        return [m for path in sorted(source.glob("*.yaml")) for m in manifests(path)]
+    text = source.read_text(encoding="utf-8")
+    blocks = BLOCK.findall(text) if source.suffix == ".md" else [text]
+    return [doc for block in blocks for doc in yaml.safe_load_all(block) if doc]
 
 
-def by_kind(kind: str, name: str, doc: Path = DOC) -> dict[str, Any]:
-    return next(m for m in manifests(doc) if m["kind"] == kind and m["metadata"]["name"] == name)
+def by_kind(kind: str, name: str, source: Path = FILES) -> dict[str, Any]:
+    return next(m for m in manifests(source) if m["kind"] == kind and m["metadata"]["name"] == name)
 
 
 def rules(role: dict[str, Any]) -> set[tuple[str, str]]:
@@ -41,7 +45,8 @@ def _doc_id(manifest: dict[str, Any], doc: Path) -> str:
     return f"{doc.stem}:{_id(manifest)}"
 
 
-EVERY = [pytest.param(m, id=_doc_id(m, doc)) for doc in (DOC, DEPLOY) for m in manifests(doc)]
+SOURCES = (FILES, DOC, DEPLOY)
+EVERY = [pytest.param(m, id=_doc_id(m, doc)) for doc in SOURCES for m in manifests(doc)]
 
 
 @pytest.mark.parametrize("manifest", EVERY)
@@ -49,10 +54,26 @@ def test_every_manifest_is_valid(manifest: dict[str, Any]) -> None:
     kubernetes_validate.validate(manifest, kubernetes_validate.latest_version(), strict=True)
 
 
-@pytest.mark.parametrize("doc", [DOC, DEPLOY], ids=lambda doc: doc.stem)
-def test_the_doc_ships_every_kind(doc: Path) -> None:
-    kinds = {m["kind"] for m in manifests(doc)}
+def test_the_files_ship_every_kind() -> None:
+    kinds = {m["kind"] for m in manifests()}
     assert {"ServiceAccount", "Role", "RoleBinding", "Job"} <= kinds
+
+
+@pytest.mark.parametrize("doc", [DOC, DEPLOY], ids=lambda doc: doc.stem)
+def test_the_pages_link_to_the_files_and_apply_them(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    for path in sorted(FILES.glob("*.yaml")):
+        assert f"](manifests/{path.name})" in text, f"{doc.name} does not link {path.name}"
+        assert f"kubectl apply -f docs/manifests/{path.name}" in text
+
+
+def test_no_page_repeats_a_manifest_of_the_files() -> None:
+    """One RBAC block and one Job: a page that copies one lets the copies drift."""
+    kept = {_id(m) for m in manifests()}
+    for page in sorted(DOCS.rglob("*.md")):
+        found = [m for m in manifests(page) if isinstance(m, dict) and "kind" in m]  # not snippets
+        copied = kept & {_id(m) for m in found if "name" in m.get("metadata", {})}
+        assert not copied, f"{page.relative_to(DOCS)} repeats {sorted(copied)}: link the file"
 
 
 def test_the_pods_role_allows_what_the_session_does() -> None:
@@ -98,19 +119,12 @@ def test_a_broken_manifest_is_caught() -> None:
 # -- docs/deploy.md: the walkthrough ---------------------------------------------------
 
 
-def test_the_walkthrough_reuses_the_roles_of_kubernetes_md() -> None:
-    for kind, name in (("ServiceAccount", "podcode"), ("Role", "podcode-session"),
-                       ("RoleBinding", "podcode-session"), ("Role", "podcode-user"),
-                       ("RoleBinding", "podcode-user")):
-        assert by_kind(kind, name, DEPLOY) == by_kind(kind, name)
-
-
 def _container(pod: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in pod["spec"]["containers"] if c["name"] == name)
 
 
 def test_the_walkthrough_job_runs_read_only_with_writable_volumes() -> None:
-    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    pod = by_kind("Job", "train")["spec"]["template"]
     assert pod["spec"]["serviceAccountName"] == "podcode"
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     main = _container(pod, "main")
@@ -129,15 +143,24 @@ def test_the_walkthrough_job_runs_read_only_with_writable_volumes() -> None:
 
 
 def test_the_walkthrough_creates_the_secrets_the_job_uses() -> None:
-    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    pod = by_kind("Job", "train")["spec"]["template"]
     main = _container(pod, "main")
     env = {e["name"]: e for e in main["env"]}
-    smtp = env["PODCODE_SMTP_URL"]["valueFrom"]["secretKeyRef"]
     assert env["PODCODE_STORE"]["value"].startswith("s3://")
     text = DEPLOY.read_text(encoding="utf-8")
-    assert f"create secret generic {smtp['name']} \\\n  --from-literal={smtp['key']}=" in text
     for source in main["envFrom"]:
         assert f"create secret generic {source['secretRef']['name']}" in text
+    # The SMTP password: a Secret mounted as a file, in no environment variable.
+    assert urlsplit(env["PODCODE_SMTP_URL"]["value"]).password is None
+    password = Path(env["PODCODE_SMTP_PASSWORD_FILE"]["value"])
+    mount = next(m for m in main["volumeMounts"] if m["mountPath"] == str(password.parent))
+    assert mount.get("readOnly") is True
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    secret = volume["secret"]
+    created = f"create secret generic {secret['secretName']} \\\n  --from-literal={password.name}="
+    assert created in text
+    assert secret["defaultMode"] & 0o007 == 0, "other users may read the password"
+    assert pod["spec"]["securityContext"]["fsGroup"] == pod["spec"]["securityContext"]["runAsUser"]
 
 
 # -- Pod Security Standards, "restricted" profile ---------------------------------------
@@ -185,7 +208,7 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
     return found
 
 
-PODS = [pytest.param(m, id=_doc_id(m, doc)) for doc in (DOC, DEPLOY) for m in manifests(doc)
+PODS = [pytest.param(m, id=_doc_id(m, doc)) for doc in SOURCES for m in manifests(doc)
         if m["kind"] in ("Job", "Pod")]
 
 
@@ -204,7 +227,7 @@ def test_the_restricted_check_can_fail() -> None:
 
 
 def test_home_is_writable_on_a_read_only_root() -> None:
-    pod = by_kind("Job", "train", DEPLOY)["spec"]["template"]
+    pod = by_kind("Job", "train")["spec"]["template"]
     main = _container(pod, "main")
     mounts = {m["mountPath"]: m["name"] for m in main["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
