@@ -1,4 +1,8 @@
-"""Launch code-server in its own process group, wait for /healthz, restart it, stop it.
+"""code-server: its data folder, command line and environment, and when it is ready.
+
+It is started, restarted and stopped as a :class:`~server_bootstrap.supervised.SupervisedServer`
+(in a process group of its own; ready once it says where it listens and ``/healthz``
+answers; restarted when it exits; its whole tree stopped).
 
 The password reaches code-server as its SHA-256 (``hashed-password``) in a
 ``0600`` config file that exists only while code-server starts: never on its
@@ -9,18 +13,14 @@ life of every process it starts) or in a log.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import hashlib
-import ipaddress
 import json
 import logging
 import os
 import re
 import secrets
 import time
-import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 
@@ -28,15 +28,16 @@ from server_bootstrap.builtins import GIT, SKIPPED, builtin_folder, product_root
 from server_bootstrap.environ import without_secrets
 from server_bootstrap.errors import CodeServerStartError
 from server_bootstrap.extensions import install_companion, install_extensions
-from server_bootstrap.process import stop_child_tree, tree_members
+from server_bootstrap.probe import http_status as http_status
+from server_bootstrap.probe import url_host as url_host
+from server_bootstrap.supervised import MARKER_VARIABLE as MARKER_VARIABLE
+from server_bootstrap.supervised import Launch, SupervisedServer
 
 log = logging.getLogger(__name__)
 
-MARKER_VARIABLE = "PODCODE_SESSION_ID"
-"""Set in code-server's environment; every process it starts inherits it (terminals and
-debug adapters included). Its value is the session's id when a session starts code-server."""
 _LISTENING = re.compile(r"HTTP server listening on (https?)://(\S+?):(\d+)/?")
-_TAIL_LINES = 40
+START_TIMEOUT = 30.0
+"""How long a start of code-server may take, from the spawn to ``/healthz`` answering."""
 WARM_TIMEOUT = 60.0
 """How long the warm-up request (:meth:`CodeServer._warm`) waits for code-server's answer."""
 _EMPTY: Mapping[str, str] = MappingProxyType({})
@@ -78,46 +79,6 @@ def data_folder(environ: Mapping[str, str]) -> Path:
         environ.get("HOME") or os.path.expanduser("~"), ".local", "share"
     )
     return Path(base) / "code-server"
-
-
-def url_host(bind: str) -> str:
-    """The host to reach ``bind`` from this machine, bracketed for IPv6."""
-    try:
-        address = ipaddress.ip_address(bind)
-    except ValueError:
-        return bind
-    if address.is_unspecified:
-        return "127.0.0.1" if address.version == 4 else "[::1]"
-    return f"[{bind}]" if address.version == 6 else bind
-
-
-async def http_status(url: str, path: str, timeout: float = 2.0) -> int | None:
-    """The status code of ``GET {path}`` at ``url``'s host, None when it does not answer
-    in ``timeout`` seconds. A bare HTTP/1.1 request on asyncio streams: the probe runs
-    while a session starts, and importing an HTTP client would delay the launch."""
-    parts = urllib.parse.urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except (OSError, asyncio.TimeoutError):
-        return None
-    try:
-        request = f"GET {path} HTTP/1.1\r\nHost: {parts.netloc}\r\nConnection: close\r\n\r\n"
-        writer.write(request.encode())
-        await writer.drain()
-        status = (await asyncio.wait_for(reader.readline(), timeout)).split()[1:2]
-        return int(status[0]) if status and status[0].isdigit() else None
-    except (OSError, asyncio.TimeoutError):
-        return None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
-async def healthz_ok(url: str, timeout: float = 2.0) -> bool:
-    """Whether ``{url}healthz`` answers 200."""
-    return await http_status(url, "/healthz", timeout) == 200
 
 
 def command_line(
@@ -219,8 +180,11 @@ def write_user_settings(path: Path, defaults: Mapping[str, object] = USER_SETTIN
         path.write_text(json.dumps(merged, indent=2) + "\n")
 
 
-class CodeServer:
+class CodeServer(SupervisedServer):
     """One code-server process tree serving ``workspace`` on ``bind:port``."""
+
+    name = "code-server"
+    error = CodeServerStartError
 
     def __init__(
         self,
@@ -241,6 +205,9 @@ class CodeServer:
         skip_builtins: frozenset[str] = SKIPPED,
         skip_outside_git: frozenset[str] = GIT,
     ) -> None:
+        super().__init__(marker=marker or secrets.token_hex(8), max_restarts=max_restarts,
+                         restart_delay=restart_delay, stop_grace=stop_grace,
+                         start_timeout=START_TIMEOUT)
         self.binary = binary
         self.skip_builtins = skip_builtins
         """code-server's built-in extensions this session does not load."""
@@ -252,63 +219,25 @@ class CodeServer:
         self.data_dir = data_dir
         self.extensions = tuple(extensions)
         self.companion = companion
-        self.max_restarts = max_restarts
-        self.restart_delay = restart_delay
-        self.stop_grace = stop_grace
-        self.restarts = 0
-        self.url = ""
-        self.pid: int | None = None
-        self.ready = False
-        """True while code-server answers (after start, until it exits or is stopped)."""
         self._password = password
         self._env = dict(env)
-        self._marker = marker or secrets.token_hex(8)
         self._config = data_dir / f"config-{self._marker}.yaml"
         """Holds the password's hash while code-server starts; removed once it listens."""
         self._login_strings: Path | None = None
         self._builtins: Path | None = None
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
         self._listening: asyncio.Future[int] | None = None
-        self._tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        self._stopping = False
         self._warming: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"CodeServer(url={self.url!r}, pid={self.pid}, workspace={str(self.workspace)!r})"
 
     @property
-    def marker(self) -> tuple[str, str]:
-        """The environment variable and value every process of this tree inherits."""
-        return (MARKER_VARIABLE, self._marker)
-
-    @property
     def auth(self) -> str:
         return "none" if self._password is None else "password"
 
-    async def start(
-        self, timeout: float = 30.0, spawned: Callable[[], None] | None = None
-    ) -> None:
-        """Prepare the data folder, install extensions, spawn, wait until /healthz answers.
-
-        ``spawned`` is called once, when the process exists (or its start failed): a
-        caller with work of its own can leave the CPU to this start until then."""
-        self._stopping = False
-        told = False
-
-        def tell() -> None:
-            nonlocal told
-            if spawned is not None and not told:
-                told = True
-                spawned()
-
-        try:
-            await asyncio.to_thread(self._prepare)
-            await self._launch(timeout, tell)
-        finally:
-            tell()
-
     def _prepare(self) -> None:
+        """The data folder, the login page's strings, the user settings, the built-in
+        extensions this session loads and the extensions to install."""
         for folder in (self.data_dir, self.data_dir / "user-data", self.data_dir / "extensions"):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if self._password is not None and takes_login_strings(self.binary):
@@ -323,9 +252,7 @@ class CodeServer:
         if self.extensions:
             install_extensions(self.binary, self.data_dir / "extensions", self.extensions)
 
-    async def _launch(self, timeout: float, spawned: Callable[[], None] | None = None) -> None:
-        deadline = time.monotonic() + timeout
-        self._tail.clear()
+    async def _command(self) -> Launch:
         args = command_line(self.binary, workspace=self.workspace, bind=self.bind,
                             port=self.port, data_dir=self.data_dir, auth=self.auth,
                             config=self._config, login_strings=self._login_strings,
@@ -334,33 +261,30 @@ class CodeServer:
         # code-server reads its config once, in its launcher, which hands the settings to
         # the server it forks (and to any relaunch): the file is needed only until it listens.
         await asyncio.to_thread(write_private, self._config, config_text(self._password))
-        log.info("starting code-server: %s", " ".join(args))
         self._listening = asyncio.get_running_loop().create_future()
-        self._proc = await asyncio.create_subprocess_exec(
-            *args, env=env, cwd=str(_folder(self.workspace)), stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.pid = self._proc.pid
-        if spawned is not None:
-            spawned()
-        self._reader = asyncio.create_task(self._read_output(self._proc, self._listening))
-        try:
-            if self._stopping:
-                raise CodeServerStartError("code-server was stopped while it started")
-            port = await self._wait_listening(deadline)
-            self._config.unlink(missing_ok=True)
-            self.port = port  # a restart keeps the same address
-            self.url = f"http://{url_host(self.bind)}:{port}/"
-            await self._wait_healthy(deadline)
-        except BaseException:
-            await self._terminate()
-            raise
-        finally:
-            self._config.unlink(missing_ok=True)
-        self.ready = True
-        log.info("code-server is ready at %s (pid %d)", self.url, self.pid)
+        return Launch(args, env, _folder(self.workspace), secret=self._config)
+
+    def _heard(self, line: str) -> None:
+        match = _LISTENING.search(line)
+        if match and self._listening is not None and not self._listening.done():
+            self._listening.set_result(int(match.group(3)))
+
+    async def _until_ready(self, proc: asyncio.subprocess.Process, deadline: float) -> None:
+        port = await self._wait_listening(proc, deadline)
+        self._config.unlink(missing_ok=True)
+        self.port = port  # a restart keeps the same address
+        self.url = f"http://{url_host(self.bind)}:{port}/"
+        await self._wait_answering("/healthz", deadline, poll=0.02)
+
+    async def _served(self) -> None:
         self._warming = asyncio.create_task(self._warm(self.url))
+
+    def _stopped(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
+
+    def _described(self) -> str:
+        return f"code-server ({self.binary})"
 
     @staticmethod
     async def _warm(url: str) -> None:
@@ -372,21 +296,9 @@ class CodeServer:
         status = await http_status(url, "/", timeout=WARM_TIMEOUT)
         log.debug("code-server loaded its VS Code server (GET / answered %s)", status)
 
-    async def _read_output(
-        self, proc: asyncio.subprocess.Process, listening: asyncio.Future[int]
-    ) -> None:
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            self._tail.append(line)
-            log.debug("code-server: %s", line)
-            match = _LISTENING.search(line)
-            if match and not listening.done():
-                listening.set_result(int(match.group(3)))
-
-    async def _wait_listening(self, deadline: float) -> int:
-        assert self._proc is not None and self._listening is not None
-        exited = asyncio.ensure_future(self._proc.wait())
+    async def _wait_listening(self, proc: asyncio.subprocess.Process, deadline: float) -> int:
+        assert self._listening is not None
+        exited = asyncio.ensure_future(proc.wait())
         try:
             done, _ = await asyncio.wait(
                 {self._listening, exited}, timeout=max(0.0, deadline - time.monotonic()),
@@ -397,97 +309,8 @@ class CodeServer:
         if self._listening.done():
             return self._listening.result()
         if exited in done:
-            raise CodeServerStartError(self._failure(f"exited with {self._proc.returncode}"))
+            raise CodeServerStartError(self._failure(f"exited with {proc.returncode}"))
         raise CodeServerStartError(self._failure("did not start listening in time"))
-
-    async def _wait_healthy(self, deadline: float) -> None:
-        assert self._proc is not None
-        probe = f"{self.url}healthz"
-        while True:
-            if await healthz_ok(self.url):
-                return
-            code = self._proc.returncode
-            if code is not None:
-                raise CodeServerStartError(self._failure(f"exited with {code}"))
-            if time.monotonic() > deadline:
-                raise CodeServerStartError(self._failure(f"{probe} did not answer in time"))
-            await asyncio.sleep(0.02)
-
-    def _failure(self, what: str) -> str:
-        output = "\n".join(self._tail) or "(no output)"
-        return f"code-server ({self.binary}) {what}; its last output:\n{output}"
-
-    def pids(self) -> list[int]:
-        """Live processes of this code-server's tree (launcher, server, extension host…):
-        its launcher's descendants. The idle monitor asks at every poll, so this does not
-        read every process's environment as stopping does (to find one that escaped)."""
-        if self._proc is None:
-            return []
-        members = tree_members(None, self._proc.pid, None)
-        return sorted(proc.pid for proc in members)
-
-    async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:
-        """Wait on code-server; restart it (at most ``max_restarts`` times) when it exits.
-        ``changed`` hears ``"restarting"`` when it exits and ``"up"`` once it serves again
-        (its :attr:`url` may be new).
-
-        Runs until cancelled or until :meth:`stop`; raises :class:`CodeServerStartError`
-        once the restarts are used up.
-        """
-        while True:
-            if self._proc is None:
-                raise CodeServerStartError("code-server was not started: call start() first")
-            code = await self._proc.wait()
-            self.ready = False
-            if self._stopping:
-                return
-            changed("restarting")
-            await self._terminate()  # the launcher's children outlive it
-            if not await self._restart(f"exited with {code}"):
-                return
-            changed("up")
-
-    async def _restart(self, why: str) -> bool:
-        """Start again after ``why``; False when stopped meanwhile. Raises once the
-        restarts are used up."""
-        while True:
-            if self.restarts >= self.max_restarts:
-                raise CodeServerStartError(
-                    self._failure(f"{why} and was restarted {self.restarts} times already")
-                )
-            self.restarts += 1
-            log.warning("code-server %s; restarting it (%d of %d)",
-                        why, self.restarts, self.max_restarts)
-            await asyncio.sleep(self.restart_delay)
-            if self._stopping:
-                return False
-            try:
-                await self._launch(timeout=30.0)
-                return True
-            except CodeServerStartError as exc:
-                if self._stopping:
-                    return False
-                log.warning("code-server did not start again: %s", exc)
-                why = "did not start again"
-
-    async def stop(self) -> None:
-        """Stop code-server and every process it started. Safe to call twice."""
-        self._stopping = True
-        await self._terminate()
-
-    async def _terminate(self) -> None:
-        self.ready = False
-        if self._warming is not None:
-            self._warming.cancel()
-        proc = self._proc
-        if proc is None:
-            return
-        survivors = await stop_child_tree(proc, self.marker, self.stop_grace)
-        if self._reader is not None:
-            await self._reader
-        if survivors:
-            log.warning("code-server processes still running after stop: %s",
-                        [p.pid for p in survivors])
 
 
 def _folder(workspace: Path) -> Path:

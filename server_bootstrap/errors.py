@@ -32,7 +32,12 @@ class UnsafeArchive(InstallError):
     """An archive holds a path or link that would land outside its target."""
 
 
-class CodeServerStartError(BootstrapError):
+class ServerStartError(BootstrapError):
+    """A supervised server (code-server, JupyterLab) did not become ready, or exited more
+    often than it may be restarted."""
+
+
+class CodeServerStartError(ServerStartError):
     """code-server did not become ready, or crashed more often than allowed."""
 
 

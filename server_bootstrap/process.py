@@ -1,9 +1,10 @@
 """Stop a whole process tree: the group, the descendants, and anything carrying a marker.
 
-code-server's launcher starts children (file watcher, extension host, pty host,
-terminal shells) that outlive a plain kill of the launcher, and terminal shells
-get sessions of their own. Members are found three ways: the process group, the
-launcher's descendants, and an environment marker every descendant inherits.
+A server's launcher starts children (code-server's file watcher, extension host,
+pty host, terminal shells; JupyterLab's kernels and terminals) that outlive a plain
+kill of the launcher, and terminal shells get sessions of their own. Members are found
+three ways: the process group, the launcher's descendants, and an environment marker
+every descendant inherits.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def terminate_tree(
     waited = [proc for proc in procs if proc.pid != skip_wait]
     _, alive = psutil.wait_procs(waited, timeout=grace_seconds)
     if alive:
-        log.info("%d code-server processes ignored SIGTERM; killing them", len(alive))
+        log.info("%d processes of the tree ignored SIGTERM; killing them", len(alive))
     for _ in range(3):
         left = tree_members(pgid, root, marker)
         if not left:

@@ -25,39 +25,34 @@ into its runtime folder as it starts, which hold the token too: ``jpserver-<pid>
 ``jupyter_cookie_secret`` (the key that signs login cookies) is removed too. From then on,
 the token is only in the server's memory and the session's records.
 
-JupyterLab is not restarted when it exits: the session says its IDE is down (the
-debugger and the control API still serve).
+It is started, restarted and stopped as code-server is, as a
+:class:`~server_bootstrap.supervised.SupervisedServer`: in a process group of its own,
+ready once ``/api`` answers; when it exits while the session waits it is started again on
+the same port (:data:`MAX_RESTARTS` times at most: then the session says its IDE is down,
+and the debugger and the control API still serve); stopped with its whole tree, kernels
+and terminals included.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
-import logging
 import os
 import shutil
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from server_bootstrap.codeserver import (
-    MARKER_VARIABLE,
-    child_environ,
-    http_status,
-    url_host,
-    write_private,
-)
-from server_bootstrap.errors import CodeServerStartError
-from server_bootstrap.process import stop_child_tree, tree_members
-
-log = logging.getLogger(__name__)
+from server_bootstrap.codeserver import child_environ, write_private
+from server_bootstrap.errors import ServerStartError
+from server_bootstrap.probe import url_host
+from server_bootstrap.supervised import Launch, SupervisedServer
 
 KERNEL_NAME = "podcode"
 """The kernel spec's name: the starter notebook's ``kernelspec`` names it."""
 START_TIMEOUT_SECONDS = 60.0
+"""How long a start of the server may take, from the spawn to ``/api`` answering."""
 STOP_GRACE_SECONDS = 0.1
 """At stop, how long the server and its kernels get after SIGTERM before SIGKILL: nothing
 of theirs needs a graceful shutdown (the notebook is saved by the browser as the user
@@ -69,9 +64,8 @@ and ``IPYTHON*`` one; the session's own are set instead."""
 FOREIGN_NAMES = ("XDG_CONFIG_DIRS", "XDG_DATA_DIRS")
 """Read by jupyter_core (through platformdirs) as more configuration and data folders."""
 MAX_RESTARTS, RESTART_DELAY_SECONDS = 3, 1.0
-"""A server that exits is started again this many times at most, after this pause (as
-code-server is)."""
-TAIL_LINES = 40
+"""A server that exits is started again this many times at most (a start that fails
+counting as one), after this pause (as code-server is)."""
 QUIET_LAB = {
     "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
                                                     "checkForUpdates": False},
@@ -82,7 +76,7 @@ MISSING = ("ide=\"jupyter\" needs JupyterLab in the task's environment: pip inst
            "'podcode[jupyter]' (or jupyterlab) into the image")
 
 
-class JupyterUnavailable(CodeServerStartError):
+class JupyterUnavailable(ServerStartError):
     """JupyterLab cannot be imported by the task's interpreter."""
 
 
@@ -194,127 +188,57 @@ def remove_secret_files(runtime: Path) -> list[Path]:
     return removed
 
 
-class JupyterLab:
+class JupyterLab(SupervisedServer):
     """One JupyterLab server serving ``root`` on ``bind:port`` for a session."""
+
+    name = "JupyterLab"
+    launcher_pid = False
+    """:attr:`pid` is always None: the idle monitor leaves out of the activity the processes
+    of an IDE's tree that run its launcher's executable (code-server's node), but
+    JupyterLab's kernels and terminals run the user's work on the same Python as the
+    server. So all of JupyterLab's tree counts; the server itself, with a browser tab open,
+    and the bridge kernel use next to no CPU."""
 
     def __init__(self, *, root: Path, notebook: Path, folder: Path, bind: str, port: int,
                  password: str | None, kernels: Mapping[str, Mapping[str, object]],
                  marker: str) -> None:
+        super().__init__(marker=marker, max_restarts=MAX_RESTARTS,
+                         restart_delay=RESTART_DELAY_SECONDS, stop_grace=STOP_GRACE_SECONDS,
+                         start_timeout=START_TIMEOUT_SECONDS)
         self.root, self.notebook, self.folder = root, notebook, folder
         self.bind, self.port = bind, port
         self.kernels = kernels
         """The kernel specs by name: :data:`KERNEL_NAME` (this session's) first."""
-        self.url = ""
-        self.pid: int | None = None
-        """Always None: the idle monitor leaves out of the activity the processes of an IDE's
-        tree that run its launcher's executable (code-server's node), but JupyterLab's
-        kernels and terminals run the user's work on the same Python as the server. So all
-        of JupyterLab's tree counts; the server itself, with a browser tab open, and the
-        bridge kernel use next to no CPU."""
         self._password = password
-        self._marker = marker
-        self._proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        self._stopping = False
         self._runtime: Path | None = None
-        self.restarts = 0
+        """The kernels' sockets and the server's runtime files: a new folder at each start,
+        removed when the server stops."""
+        self._user_site = False
 
-    async def start(self, spawned: Callable[[], None] = lambda: None,
-                    timeout: float = START_TIMEOUT_SECONDS) -> None:
-        """Spawn the server and wait until it answers; :class:`CodeServerStartError` (with
-        its last output) when it exits or does not answer in ``timeout`` seconds."""
-        if not await asyncio.to_thread(available):
+    def _prepare(self) -> None:
+        if not available():
             raise JupyterUnavailable(MISSING)
+        self._user_site = installed_in_user_site()
+
+    async def _command(self) -> Launch:
         self._runtime = Path(tempfile.mkdtemp(prefix="podcode-jupyter-"))  # 0700
         extra = await asyncio.to_thread(prepare, self.folder, self._runtime,
                                         password=self._password, kernels=self.kernels)
-        user_site = await asyncio.to_thread(installed_in_user_site)
-        env = isolated_environ(child_environ(os.environ, {}, self._marker), extra, user_site)
-        secret = self.folder / "config" / "jupyter_server_config.json"
+        env = isolated_environ(child_environ(os.environ, {}, self._marker), extra,
+                               self._user_site)
         opens = self.notebook.relative_to(self.root).as_posix()
-        args = command_line(root=self.root, bind=self.bind, port=self.port, opens=opens)
-        log.info("starting JupyterLab: %s", " ".join(args))
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *args, env=env,
-                cwd=str(self.root), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            spawned()
-        self._reader = asyncio.create_task(self._read_output(self._proc))
         self.url = f"http://{url_host(self.bind)}:{self.port}/"
-        try:
-            await self._wait_ready(time.monotonic() + timeout)
-        except BaseException:
-            await self.stop()
-            raise
-        finally:
-            secret.unlink(missing_ok=True)
-        await asyncio.to_thread(remove_secret_files, self._runtime)  # written before it serves
-        log.info("JupyterLab is ready at %s (pid %d)", self.url, self._proc.pid)
+        return Launch(command_line(root=self.root, bind=self.bind, port=self.port, opens=opens),
+                      env, self.root,
+                      secret=self.folder / "config" / "jupyter_server_config.json")
 
-    async def _read_output(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stdout is not None
-        async for raw in proc.stdout:
-            line = raw.decode(errors="replace").rstrip()
-            self._tail.append(line)
-            log.debug("jupyterlab: %s", line)
+    async def _until_ready(self, proc: asyncio.subprocess.Process, deadline: float) -> None:
+        await self._wait_answering("/api", deadline, poll=0.05)
 
-    async def _wait_ready(self, deadline: float) -> None:
-        assert self._proc is not None
-        while await http_status(self.url, "/api") != 200:
-            if self._proc.returncode is not None:
-                raise CodeServerStartError(self._failure(f"exited with {self._proc.returncode}"))
-            if time.monotonic() > deadline:
-                raise CodeServerStartError(self._failure("did not answer in time"))
-            await asyncio.sleep(0.05)
+    async def _served(self) -> None:
+        if self._runtime is not None:  # written before it serves
+            await asyncio.to_thread(remove_secret_files, self._runtime)
 
-    def _failure(self, what: str) -> str:
-        output = "\n".join(self._tail) or "(no output)"
-        return f"JupyterLab {what}; its last output:\n{output}"
-
-    def pids(self) -> list[int]:
-        """Live processes of the server's tree (the server, its kernel, terminals)."""
-        if self._proc is None:
-            return []
-        return sorted(proc.pid for proc in tree_members(None, self._proc.pid, None))
-
-    async def supervise(self, changed: Callable[[str], object] = lambda _: None) -> None:
-        """Wait on the server; start it again when it exits unless it was stopped (at most
-        :data:`MAX_RESTARTS` times: then :class:`CodeServerStartError`). ``changed`` hears
-        ``"restarting"``, then ``"up"`` once it serves again (on the same port)."""
-        while True:
-            assert self._proc is not None
-            code = await self._proc.wait()
-            if self._stopping:
-                return
-            changed("restarting")
-            why = self._failure(f"exited with {code}")
-            await stop_child_tree(self._proc, (MARKER_VARIABLE, self._marker), STOP_GRACE_SECONDS)
-            if self._runtime is not None:  # its kernels' sockets: a new folder at the start
-                shutil.rmtree(self._runtime, ignore_errors=True)
-            if self.restarts >= MAX_RESTARTS:
-                raise CodeServerStartError(f"{why}\n(started again {self.restarts} times)")
-            self.restarts += 1
-            log.warning("JupyterLab exited with %s; starting it again (%d of %d)",
-                        code, self.restarts, MAX_RESTARTS)
-            await asyncio.sleep(RESTART_DELAY_SECONDS)
-            if self._stopping:
-                return
-            await self.start()  # one that does not start is down for good: it raises
-            changed("up")
-
-    async def stop(self) -> None:
-        """Stop the server and every process it started. Safe to call twice."""
-        self._stopping = True
-        proc = self._proc
-        if proc is None:
-            return
-        await stop_child_tree(proc, (MARKER_VARIABLE, self._marker), STOP_GRACE_SECONDS)
-        if self._reader is not None:
-            await self._reader
+    def _stopped(self) -> None:
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
