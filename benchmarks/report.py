@@ -45,7 +45,7 @@ ABOUT: dict[str, tuple[str, str]] = {
         "`pickle.dumps` of the same argument"),
     "capture_at_call_overhead_ratio_100mib": (
         "the snapshot at each call of a 100 MiB NumPy array: over `max_snapshot_bytes` (64 MiB), "
-        "so only fingerprinted (BLAKE3)",
+        "so named, its size read before a byte is copied",
         "`pickle.dumps` of the same argument"),
     "async_loop_stall_ms": (
         "longest extra gap of a 10 ms ticker coroutine while an `async def` task's session "

@@ -144,7 +144,7 @@ def test_torch_is_not_imported_for_inputs_without_tensors(podcode_home: Path) ->
     assert out.strip() == "False"
 
 
-class _OnCuda(tensors._Storage):
+class _OnCuda(tensors.Carrier):
     """A storage as if it had been captured on the first GPU."""
 
     def __init__(self, host: Any, device: str) -> None:
@@ -154,7 +154,7 @@ class _OnCuda(tensors._Storage):
 def test_a_gpu_tensor_without_a_gpu_loads_on_the_cpu_with_a_warning(
     podcode_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(tensors, "_Storage", _OnCuda)
+    monkeypatch.setattr(tensors, "Carrier", _OnCuda)
     monkeypatch.setattr(tensors, "_warned", set())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     value = torch.arange(6.0)
@@ -174,7 +174,7 @@ def test_a_gpu_tensor_goes_back_to_its_device_when_there_is_one(
         moved.append(device)
         return storage
 
-    monkeypatch.setattr(tensors, "_Storage", _OnCuda)
+    monkeypatch.setattr(tensors, "Carrier", _OnCuda)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.UntypedStorage, "to", fake_to)

@@ -5,25 +5,31 @@ a dict, normalises an array). Captured at the failure, resume and "debug again" 
 run on the leftovers. So the enabled path takes a snapshot before the task runs, and
 the capture at the failure writes the snapshot instead of the changed objects.
 
-The success path must be free: almost every call succeeds. So each argument's cost is
-decided first (:mod:`interactive.inputs.sizing`: by buffer sizes and a bounded walk, no
-pickling, no code of the argument's own classes), then only what is worth it is copied:
+Almost every call succeeds, so the snapshot runs no code of the arguments, never raises
+into the task, and costs no more than what it keeps (:mod:`interactive.inputs.sizing`
+decides, by exact type identity, while it pickles):
 
-- nothing that cannot change in place (numbers, strings, tuples of them, read-only
-  arrays and memory-mapped files): the capture pickles it at the failure;
-- arguments within ``max_snapshot_bytes`` (for the whole call) are pickled (protocol 5)
-  with their writable buffers (NumPy arrays, PyTorch storages, ``bytearray``) copied
-  out of band; read-only buffers inside them are kept by reference;
-- anything else (over the budget, a class with its own pickling code, more objects than
-  the walk looks at, a tensor on a GPU, a writable memory-mapped file, an argument that
-  does not pickle) is captured at the failure, and the session names it with the reason.
+- nothing is kept of what cannot change in place (numbers, strings, bytes, small tuples of
+  them, classes and functions, Enum members, read-only arrays and memory-mapped files,
+  Arrow data): a type check each, and the capture pickles it at the failure;
+- the built-in and ``collections`` containers, NumPy arrays and PyTorch CPU tensors (and
+  what nests in them of the same) are pickled (protocol 5) within ``max_snapshot_bytes``
+  for the whole call, their writable buffers copied out of band once they are known to
+  fit; read-only buffers inside them are kept by reference;
+- anything else is left for the capture at the failure, and the session names it with
+  the reason: an instance of a class of the task's own (dataclasses included) or of a
+  subclass of a trusted type, an argument over the budget or holding more than
+  :data:`interactive.inputs.sizing.MAX_OBJECT_BYTES` of Python objects, a tensor on a GPU,
+  a writable memory-mapped file.
 
 With ``snapshot_inputs="failure"`` nothing is taken at the call.
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,10 +37,12 @@ from typing import Any
 from interactive.inputs import sizing, tensors
 from interactive.storage import pickles
 
+log = logging.getLogger(__name__)
+
 BIG_BYTES = sizing.BIG_BYTES
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Argument:
     """One argument at the call: its pickle and buffers, or why it was not kept."""
 
@@ -48,7 +56,7 @@ UNCHANGEABLE = Argument()
 """An argument that cannot change in place: the capture pickles it at the failure."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CallSnapshot:
     """Every argument of one call, positional first, then keywords (their order)."""
 
@@ -56,13 +64,12 @@ class CallSnapshot:
 
 
 class BufferSink:
-    """Collects out-of-band buffers; big ``bytes`` are wrapped so they go out of band too.
-    ``host_only``: a GPU tensor is refused (:class:`interactive.inputs.tensors.OnDevice`)
-    rather than copied to the host."""
+    """Collects out-of-band buffers, for the capture at the failure; big ``bytes`` are
+    wrapped so they go out of band too."""
 
-    def __init__(self, host_only: bool = False) -> None:
+    def __init__(self) -> None:
         self.buffers: list[pickle.PickleBuffer] = []
-        self._torch_dumps = tensors.storage_pickler(host_only)
+        self._torch_dumps = tensors.storage_pickler()
 
     def dumps(self, value: Any) -> bytes:
         return pickles.dumps(_wrap_bytes(value), self.buffers, self._torch_dumps)
@@ -82,8 +89,12 @@ class _OutOfBand:
         return (type(self.value), (pickle.PickleBuffer(self.value),))
 
 
+sizing.trust(_OutOfBand)
+
+
 def _wrap_bytes(value: Any) -> Any:
-    if type(value) in (bytes, bytearray) and len(value) >= BIG_BYTES:
+    kind = type(value)
+    if (kind is bytes or kind is bytearray) and len(value) >= BIG_BYTES:
         return _OutOfBand(value)
     return value
 
@@ -92,53 +103,69 @@ def take(
     args: tuple[Any, ...], kwargs: Mapping[str, Any], budget: int
 ) -> CallSnapshot | None:
     """The call's arguments now, copying at most ``budget`` bytes in all; None when no
-    argument can change in place. Never raises, never runs an argument's own code."""
+    argument can change in place. Runs no code of the arguments; an error of podcode's own
+    costs only that argument's snapshot (named, with the error), never the task."""
     values = (*args, *kwargs.values()) if kwargs else args
     for value in values:
-        if type(value) not in sizing.ATOMS:
+        if id(type(value)) not in sizing.ATOMS:
             break
     else:
-        return None  # numbers and strings: the common call, a type check each
-    estimates = [sizing.estimate(value) for value in values]
-    if all(found.verdict == sizing.UNCHANGEABLE for found in estimates):
-        return None
-    sink: BufferSink | None = None
-    room = budget
+        return None  # numbers and strings: the common call, a look-up each
     arguments = []
-    for value, found in zip(values, estimates, strict=True):
-        if found.verdict == sizing.UNCHANGEABLE:
-            arguments.append(UNCHANGEABLE)
-        elif found.verdict != sizing.KEEP:
-            arguments.append(Argument(not_kept=found.reason))
-        elif found.nbytes > room:
-            arguments.append(Argument(not_kept=_over_budget(found.nbytes, room, budget)))
-        else:
-            sink = sink or BufferSink(host_only=True)  # a GPU tensor: left, said so
-            kept, used = _copy(sink, value, room, budget)
-            room -= used
-            arguments.append(kept)
-    return CallSnapshot(tuple(arguments))
+    room = budget
+    changeable = False
+    for value in values:
+        try:
+            kept, used = _take_one(value, room, budget)
+        except Exception as exc:  # podcode's own bug: that argument is left for the failure
+            log.debug("snapshot of an argument failed", exc_info=True)
+            kept, used = Argument(not_kept=f"podcode's snapshot of it failed ({_error(exc)})"), 0
+        room -= used
+        changeable = changeable or kept is not UNCHANGEABLE
+        arguments.append(kept)
+    return CallSnapshot(tuple(arguments)) if changeable else None
 
 
-def _copy(sink: BufferSink, value: Any, room: int, budget: int) -> tuple[Argument, int]:
-    """``value`` pickled with its writable buffers copied, if that fits in ``room``; and
-    the bytes of ``room`` that took."""
+def _take_one(value: Any, room: int, budget: int) -> tuple[Argument, int]:
+    """One argument: nothing when it cannot change, else its copy if it fits in ``room``
+    (and the bytes that took), else why not."""
+    if sizing.unchanging(value):
+        return UNCHANGEABLE, 0
+    if sizing.object_floor(value) > sizing.MAX_OBJECT_BYTES:
+        return Argument(not_kept=sizing.too_many_objects()), 0
+    if type(value) is bytearray:
+        if len(value) > room:
+            return Argument(not_kept=_over_budget(len(value), room, budget)), 0
+        value = _wrap_bytes(value)
+    pickler = sizing.pickler()
     try:
-        blob = sink.dumps(value)
-        views = pickles.raw_buffers(sink.buffers)
-    except Exception as exc:  # a library's pickling raised: the capture tries again
-        sink.buffers.clear()
-        return Argument(not_kept=f"it could not be pickled at the call ({type(exc).__name__}: "
-                                 f"{exc})"), 0
-    found, sink.buffers = sink.buffers, []
-    writable = sum(view.nbytes for view in views if not view.readonly)
-    if len(blob) + writable > room:
-        return Argument(not_kept=_over_budget(len(blob) + writable, room, budget)), 0
+        blob = pickler.pickle(value, room)
+        return _kept(blob, pickler.budget, room, budget)
+    except sizing.OverBudget as over:
+        return Argument(not_kept=_over_budget(over.size, room, budget)), 0
+    except sizing.Refused as refused:
+        return Argument(not_kept=str(refused)), 0
+    except Exception as exc:  # a trusted library's own pickling refused (a lock, a socket)
+        return Argument(not_kept=f"it could not be pickled ({_error(exc)})"), 0
+    finally:
+        sizing.done(pickler)
+
+
+def _kept(blob: bytes, taken: sizing.Budget, room: int, budget: int) -> tuple[Argument, int]:
+    """The argument pickled as ``blob``, its writable buffers copied now that it is known
+    to fit (read-only ones kept by reference); and the bytes of ``room`` that took."""
+    used = len(blob) + taken.copied
+    if used > room:
+        raise sizing.OverBudget(used)
     kept = tuple(
         buffer if view.readonly else pickle.PickleBuffer(bytearray(view))
-        for buffer, view in zip(found, views, strict=True)
+        for buffer, view in zip(taken.buffers, taken.views, strict=True)
     )
-    return Argument(blob=blob, buffers=kept), len(blob) + writable
+    return Argument(blob=blob, buffers=kept), used
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _over_budget(size: int, room: int, budget: int) -> str:
@@ -155,9 +182,10 @@ def _mib(count: int) -> str:
 def restore(live: Any, saved: Any) -> Any:
     """``live`` set back to ``saved``'s state in place where its type allows (the caller
     keeps the same object), else ``saved``."""
-    if type(live) is not type(saved) or live is saved:
+    kind = type(live)
+    if kind is not type(saved) or live is saved:
         return saved
-    restorer = _RESTORERS.get(type(live)) or _array_restorer(live)
+    restorer = _restorer(kind)
     if restorer is None:
         return saved
     try:
@@ -167,35 +195,29 @@ def restore(live: Any, saved: Any) -> Any:
     return live
 
 
-def _list(live: list[Any], saved: list[Any]) -> None:
+def _restorer(kind: type) -> Callable[[Any, Any], None] | None:
+    """How a value of exactly ``kind`` is set back in place: lists, dicts, sets,
+    ``bytearray``, NumPy arrays and PyTorch tensors of the same shape and dtype."""
+    if kind is list or kind is bytearray:
+        return _sequence
+    if kind is dict or kind is set:
+        return _mapping
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and kind is numpy.ndarray:
+        return _copy_array
+    torch = sys.modules.get("torch")
+    if torch is not None and (kind is torch.Tensor or kind is torch.nn.Parameter):
+        return _copy_tensor
+    return None
+
+
+def _sequence(live: Any, saved: Any) -> None:
     live[:] = saved
 
 
 def _mapping(live: Any, saved: Any) -> None:
     live.clear()
     live.update(saved)
-
-
-def _bytearray(live: bytearray, saved: bytearray) -> None:
-    live[:] = saved
-
-
-_RESTORERS: Mapping[type, Callable[[Any, Any], None]] = {
-    list: _list,
-    dict: _mapping,
-    set: _mapping,
-    bytearray: _bytearray,
-}
-
-
-def _array_restorer(live: Any) -> Callable[[Any, Any], None] | None:
-    """NumPy arrays and PyTorch tensors of the same shape and dtype: copied into."""
-    module = type(live).__module__
-    if module == "numpy" and type(live).__name__ == "ndarray":
-        return _copy_array
-    if module == "torch" and type(live).__name__ in ("Tensor", "Parameter"):
-        return _copy_tensor
-    return None
 
 
 def _copy_array(live: Any, saved: Any) -> None:

@@ -17,7 +17,9 @@ the capture's buffer file and loaded without a copy.
 
 torch is never imported by podcode to capture: :func:`storage_pickler` is used only
 when ``torch`` is already in ``sys.modules`` (no tensor can exist otherwise), and the
-loading functions import it only when a capture holds tensors.
+loading functions import it only when a capture holds tensors. The snapshot at each call
+(:mod:`interactive.inputs.sizing`) pickles storages with the same :class:`Storages`, after
+checking, by exact type, that they are on the host and fit its budget.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _warned: set[str] = set()
 """Devices already warned about in this process: one warning per device, not per tensor."""
 
 
-class _Storage:
+class Carrier:
     """One storage's bytes on the host and the device they came from; pickled once,
     however many tensors use the storage."""
 
@@ -59,58 +61,60 @@ def host_bytes(storage: Any) -> memoryview:
     return memoryview(raw).cast("B")
 
 
-class OnDevice(Exception):
-    """A tensor on a GPU where only host memory is to be pickled (the snapshot at each
-    call: a copy to the host at every call would cost too much)."""
+class Storages:
+    """The storages met in one pickle, each with its :class:`Carrier` (made once)."""
+
+    def __init__(self, torch: Any) -> None:
+        self.kinds = (torch.storage.TypedStorage, torch.UntypedStorage)
+        self._uint8 = torch.uint8
+        self._seen: dict[int, Carrier] = {}
+
+    def has(self, untyped: Any) -> bool:
+        """Whether ``untyped`` was met already in this pickle (its bytes are written once)."""
+        return untyped._cdata in self._seen
+
+    def reduce(self, untyped: Any, dtype: Any) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """How a storage of ``dtype`` over ``untyped`` is pickled: its carrier, out of band."""
+        key = untyped._cdata
+        carrier = self._seen.get(key)
+        if carrier is None:
+            host = untyped if untyped.device.type == "cpu" else untyped.cpu()
+            carrier = self._seen[key] = Carrier(host, str(untyped.device))
+        return (_typed_storage, (carrier, dtype))
+
+    def reduce_any(self, obj: Any) -> Any:
+        """:meth:`reduce` for a typed or untyped storage; ``NotImplemented`` for anything
+        else."""
+        if not isinstance(obj, self.kinds):
+            return NotImplemented
+        if isinstance(obj, self.kinds[0]):
+            return self.reduce(obj._untyped_storage, obj.dtype)
+        return self.reduce(obj, self._uint8)  # as torch.load gives an untyped storage back
 
 
 class _StoragePickler(pickle.Pickler):
     """Pickles torch storages out of band, each one once."""
 
     def __init__(
-        self, file: io.BytesIO, buffer_callback: Callable[[pickle.PickleBuffer], Any], torch: Any,
-        host_only: bool = False,
+        self, file: io.BytesIO, buffer_callback: Callable[[pickle.PickleBuffer], Any], torch: Any
     ) -> None:
         super().__init__(file, protocol=5, buffer_callback=buffer_callback)
-        self._host_only = host_only
-        self._kinds = (torch.storage.TypedStorage, torch.UntypedStorage)
-        self._uint8 = torch.uint8
-        self._seen: dict[int, _Storage] = {}
+        self._storages = Storages(torch)
 
     def reducer_override(self, obj: Any) -> Any:
-        if not isinstance(obj, self._kinds):
-            return NotImplemented
-        if isinstance(obj, self._kinds[0]):
-            untyped, dtype = obj._untyped_storage, obj.dtype
-        else:
-            untyped, dtype = obj, self._uint8  # as torch.load gives an untyped storage back
-        return (_typed_storage, (self._carrier(untyped), dtype))
-
-    def _carrier(self, untyped: Any) -> _Storage:
-        key = untyped._cdata
-        carrier = self._seen.get(key)
-        if carrier is None:
-            device = str(untyped.device)
-            if self._host_only and untyped.device.type != "cpu":
-                raise OnDevice(f"a tensor on {device} is not copied to the host at each call")
-            host = untyped if untyped.device.type == "cpu" else untyped.cpu()
-            carrier = self._seen[key] = _Storage(host, device)
-        return carrier
+        return self._storages.reduce_any(obj)
 
 
-def storage_pickler(
-    host_only: bool = False,
-) -> Callable[[Any, Callable[[pickle.PickleBuffer], Any]], bytes] | None:
+def storage_pickler() -> Callable[[Any, Callable[[pickle.PickleBuffer], Any]], bytes] | None:
     """A ``dumps(value, buffer_callback)`` that puts torch storages out of band, or None
-    when torch is not loaded (then no value can hold a tensor). ``host_only``: a tensor on
-    a GPU raises :class:`OnDevice` instead of being copied to the host."""
+    when torch is not loaded (then no value can hold a tensor)."""
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "UntypedStorage"):
         return None
 
     def dumps(value: Any, buffer_callback: Callable[[pickle.PickleBuffer], Any]) -> bytes:
         out = io.BytesIO()
-        _StoragePickler(out, buffer_callback, torch, host_only).dump(value)
+        _StoragePickler(out, buffer_callback, torch).dump(value)
         return out.getvalue()
 
     return dumps
