@@ -64,6 +64,12 @@ def test_a_bytearray_over_the_budget_is_not_copied() -> None:
     assert "200.0 MiB, over max_snapshot_bytes (0.0 MiB" in str(argument.not_kept)
 
 
+def test_a_mid_sized_bytearray_is_named_for_its_size_not_as_objects() -> None:
+    argument = only(snapshot.take((bytearray(512 << 10),), {}, 256 << 10))
+    assert "it is 0.5 MiB, over max_snapshot_bytes" in str(argument.not_kept)
+    assert only(snapshot.take((bytearray(512 << 10),), {}, 1 << 20)).blob is not None
+
+
 def test_a_bytearray_within_the_budget_is_copied_out_of_band() -> None:
     data = bytearray(b"ab" * (1 << 20))
     argument = only(snapshot.take((data,), {}, 4 * MIB))

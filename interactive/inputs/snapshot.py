@@ -133,10 +133,8 @@ def _take_one(value: Any, room: int, budget: int) -> tuple[Argument, int]:
         return UNCHANGEABLE, 0
     if sizing.object_floor(value) > sizing.MAX_OBJECT_BYTES:
         return Argument(not_kept=sizing.too_many_objects()), 0
-    if type(value) is bytearray:
-        if len(value) > room:
-            return Argument(not_kept=_over_budget(len(value), room, budget)), 0
-        value = _wrap_bytes(value)
+    if type(value) is bytearray:  # out of band: sized before it is copied, copied once
+        value = _OutOfBand(value)
     pickler = sizing.pickler()
     try:
         blob = pickler.pickle(value, room)
