@@ -133,7 +133,7 @@ def _take_one(value: Any, room: int, budget: int) -> tuple[Argument, int]:
         return UNCHANGEABLE, 0
     if sizing.object_floor(value) > sizing.MAX_OBJECT_BYTES:
         return Argument(not_kept=sizing.too_many_objects()), 0
-    if type(value) is bytearray:  # out of band: sized before it is copied, copied once
+    if type(value) is bytearray and len(value) > _IN_BAND:  # sized before it is copied
         value = _OutOfBand(value)
     pickler = sizing.pickler()
     try:
@@ -147,6 +147,11 @@ def _take_one(value: Any, room: int, budget: int) -> tuple[Argument, int]:
         return Argument(not_kept=f"it could not be pickled ({_error(exc)})"), 0
     finally:
         sizing.done(pickler)
+
+
+_IN_BAND = 64 << 10
+"""A top-level ``bytearray`` up to this size is pickled in band (cheaper for small ones);
+a bigger one goes out of band."""
 
 
 def _kept(blob: bytes, taken: sizing.Budget, room: int, budget: int) -> tuple[Argument, int]:
