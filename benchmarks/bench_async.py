@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure, interleaved  # noqa: E402
+from interactive.base.control_client import ControlClient  # noqa: E402
 from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
-from interactive.cli.api import ControlClient  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 

@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bench_async import _waiting  # noqa: E402
 from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
+from interactive.base.control_client import ControlClient  # noqa: E402
 from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
-from interactive.cli.api import ControlClient  # noqa: E402
 
 GOAL = "<= 0.5"
 JOB = textwrap.dedent("""

@@ -51,7 +51,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interactive.cli.api import ControlClient  # noqa: E402  (podcode attach has it loaded)
+from interactive.base.control_client import ControlClient  # noqa: E402  (podcode attach has it loaded)
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.locate import ensure_code_server  # noqa: E402
 from tests.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402

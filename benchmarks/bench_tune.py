@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import figure  # noqa: E402
-from interactive.cli.api import ControlClient  # noqa: E402
+from interactive.base.control_client import ControlClient  # noqa: E402
 from tests.ray_cluster import Cluster, ray_cluster  # noqa: E402
 from tests.ray_driver import TUNE_STOPPED  # noqa: E402
 from tests.test_ray import ORPHANED  # noqa: E402

@@ -88,7 +88,7 @@ def _line_value(text: str, label: str) -> str:
 def test_attach_forwards_vscode_and_the_control_api(
     session_pod: LiveSession, fake_kube: FakeKube
 ) -> None:
-    attach = Running(["attach", "train-0", "-n", "ml", "--open"])
+    attach = Running(["attach", "train-0", "-n", "ml", "--browser"])
     try:
         attach.wait_output("press Ctrl-C")
         url = _line_value(attach.out, "VS Code:")

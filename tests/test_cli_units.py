@@ -100,3 +100,38 @@ def test_every_help_example_parses() -> None:
         assert argv[0] == "podcode"
         args, rest = build_parser().parse_known_args(argv[1:])
         assert args.verb and not rest, line
+
+
+def test_help_loads_only_the_parser() -> None:
+    """``podcode --help`` and a verb's ``--help`` start at the speed of ``python``: of
+    podcode, only the parser loads, and nothing a verb needs to run."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, json, sys\nbefore = set(sys.modules)\n"
+            "from interactive.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as shown:\n"
+            "    codes = [main(['--help']), main(['attach', '--help'])]\n"
+            "print(json.dumps([codes, 'attach' in shown.getvalue(),\n"
+            "                  sorted(set(sys.modules) - before)]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parents[1])
+    codes, helped, loaded = json.loads(done.stdout)
+    assert codes == [0, 0] and helped
+    ours = {m for m in loaded if m.split(".")[0] == "interactive"}
+    assert ours == {"interactive", "interactive.base", "interactive.base.errors",
+                    "interactive.cli", "interactive.cli.exits", "interactive.cli.parser"}
+    assert not {m.split(".")[0] for m in loaded} & {"logging", "http", "webbrowser", "json"}
+
+
+def test_a_verbs_options_are_built_when_that_verb_is_parsed() -> None:
+    import argparse
+
+    from interactive.cli.parser import VERBS, build_parser
+
+    parser = build_parser(lazy=True)
+    args = parser.parse_args(["keepalive", "train-0", "--seconds", "60"])
+    assert args.verb == "keepalive" and args.pod == "train-0" and args.seconds == 60.0
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    unbuilt = {name for name, sub in verbs.choices.items() if sub.fill is not None}
+    assert unbuilt == {name for name, _, fill, _ in VERBS if fill is not None} - {"keepalive"}

@@ -264,3 +264,27 @@ def test_an_answer_that_breaks_off_is_an_error_not_a_crash(tmp_path: Path) -> No
     # A close reads as the answer's end; a reset, where the system sends one, as no answer.
     assert answer["error"].startswith(("the session's answer ended before the cell's result",
                                        "the session does not answer")), answer
+
+
+def test_the_kernel_imports_ipykernel_the_standard_library_and_the_one_client() -> None:
+    """The bridge runs in JupyterLab's kernel process: nothing of the session comes along,
+    and it reaches the session as every other door does."""
+    import ast
+    import sys
+
+    from interactive.base import control_client
+    from interactive.session.notebook import bridge
+
+    def imported(module: Any) -> set[str]:
+        tree = ast.parse(Path(module.__file__).read_text())
+        return {name for node in ast.walk(tree) for name in (
+            [alias.name for alias in node.names] if isinstance(node, ast.Import)
+            else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])}
+
+    ours = {"interactive.base", "interactive.base.control_client", "interactive.base.errors",
+            "interactive.base.routes"}
+    for module, allowed in ((bridge, {"ipykernel", *ours}), (control_client, ours)):
+        foreign = {name for name in imported(module) if name.split(".")[0] not in
+                   sys.stdlib_module_names and name not in allowed
+                   and name.split(".")[0] not in allowed}
+        assert not foreign, (module.__name__, foreign)

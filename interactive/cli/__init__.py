@@ -4,25 +4,41 @@ Errors a user can fix (unknown pod, no cluster, no permission, no session)
 print one line and exit with a documented code (see :class:`Exit`); only a
 bug prints a traceback.
 
+This module loads only the parser: ``podcode --help`` (and each verb's ``--help``)
+imports nothing else, and a verb imports what it needs when it runs (:data:`VERBS`).
+
 Runs on: the laptop (``doctor --pod`` also in the pod). May import: ``base``, ``storage``
 (to read saved patches) and ``kube``; never the session's runtime.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from interactive.base.errors import PodcodeError
-from interactive.cli.console import Console
-from interactive.cli.errors import Exit, exit_code
+from interactive.cli.exits import Exit
 from interactive.cli.parser import build_parser, usage_error
 
+if TYPE_CHECKING:
+    import argparse
+
+    from interactive.cli.console import Console
+
 __all__ = ["Console", "Exit", "main", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Console``, loaded when asked for (it is not needed to parse the arguments)."""
+    if name == "Console":
+        from interactive.cli.console import Console
+
+        return Console
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 VERBS: dict[str, tuple[str, str]] = {
     "list": ("list_cmd", "run"),
@@ -50,13 +66,20 @@ def verb(name: str) -> Callable[[argparse.Namespace, Console], int]:
     return found
 
 
-def run(argv: Sequence[str], console: Console | None = None) -> int:
+def run(argv: Sequence[str], console: Console | None = None,
+        configure_logging: bool = False) -> int:
     """Run one command; returns its exit code (a usage error exits 2 after two lines on
-    stderr: what is wrong, and which ``--help`` to read)."""
-    console = console or Console()
-    parser = build_parser()
+    stderr: what is wrong, and which ``--help`` to read). ``configure_logging``: the
+    console script's log handler, set once the arguments parsed."""
+    parser = build_parser(lazy=True)
     argv, command = split_command(list(argv))
     args, rest = parser.parse_known_args(argv)
+    if configure_logging:
+        _configure_logging(argv)
+    if console is None:
+        from interactive.cli.console import Console
+
+        console = Console()
     if command is not None and args.verb != "ssh":
         usage_error("only podcode ssh takes a command after --", f"podcode {args.verb}")
     args.command = command
@@ -78,6 +101,8 @@ def run(argv: Sequence[str], console: Console | None = None) -> int:
                         f"podcode {args.verb}")
         return verb(args.verb)(args, console)
     except PodcodeError as exc:
+        from interactive.cli.errors import exit_code
+
         console.warn(str(exc))
         return int(exit_code(exc))
     except KeyboardInterrupt:
@@ -95,6 +120,8 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str] | None]:
 
 
 def _configure_logging(argv: Sequence[str]) -> None:
+    import logging
+
     verbose = "-v" in argv or "--verbose" in argv
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("podcode: %(message)s"))
@@ -109,9 +136,8 @@ def _configure_logging(argv: Sequence[str]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script ``podcode``."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    _configure_logging(arguments)
     try:
-        return run(arguments)
+        return run(arguments, configure_logging=True)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else int(Exit.USAGE)
     except BrokenPipeError:  # `podcode list | head`: the reader left, nothing to say

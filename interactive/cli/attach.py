@@ -9,8 +9,8 @@ import posixpath
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord
-from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.launch_json import attach_configuration, merge_launch

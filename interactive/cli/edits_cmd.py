@@ -25,8 +25,8 @@ MANIFEST = "manifest.json"
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from interactive.storage.edits import latest_patch
     from interactive.storage.backends import open_store
+    from interactive.storage.edits import latest_patch
 
     store = open_store()
     patch = store.get_bytes(latest_patch(args.task))

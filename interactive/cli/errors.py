@@ -1,4 +1,5 @@
-"""Exit codes a script can rely on, and the one-line errors behind them.
+"""The one-line errors of the CLI, and the exit code (:class:`~interactive.cli.exits.Exit`)
+each means.
 
 Every error the CLI reports in one line has a class that says what went wrong;
 :data:`EXIT_CODES` maps the classes to exit codes, in one place (the most derived class
@@ -7,10 +8,17 @@ listed wins).
 
 from __future__ import annotations
 
-from enum import IntEnum
-
+from interactive.base.control_client import (
+    ControlBadRequest,
+    ControlConflict,
+    ControlError,
+    ControlRefused,
+    ControlUnauthorized,
+    ControlUnreachable,
+)
 from interactive.base.errors import PodcodeError, SettingError
 from interactive.base.sessionfile import NoSession
+from interactive.cli.exits import Exit
 from interactive.kube.errors import (
     BadRequest,
     Forbidden,
@@ -22,22 +30,10 @@ from interactive.kube.errors import (
     Unauthorized,
 )
 
-
-class Exit(IntEnum):
-    OK = 0
-    FAILED = 1
-    """The command ran and something did not work (a doctor check, a refused request)."""
-    USAGE = 2
-    """Bad arguments."""
-    NOT_FOUND = 3
-    """No such pod, not a podcode session, the session ended, no local session."""
-    UNREACHABLE = 4
-    """No kubeconfig, the API server or the session's control API does not answer."""
-    FORBIDDEN = 5
-    """Kubernetes (403/401) or the session (401) refused."""
-    CONFLICT = 6
-    """The session cannot do that now (resume while the task runs)."""
-    INTERRUPTED = 130
+__all__ = [
+    "EXIT_CODES", "CliError", "ControlBadRequest", "ControlConflict", "ControlError",
+    "ControlRefused", "ControlUnauthorized", "ControlUnreachable", "Exit", "exit_code",
+]
 
 
 class CliError(PodcodeError):
@@ -46,30 +42,6 @@ class CliError(PodcodeError):
     def __init__(self, message: str, code: Exit = Exit.FAILED) -> None:
         super().__init__(message)
         self.code = code
-
-
-class ControlError(PodcodeError):
-    """The session's control API failed; ``status`` is its HTTP status, if it answered."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class ControlUnreachable(ControlError):
-    """The session's control API does not answer."""
-
-
-class ControlUnauthorized(ControlError):
-    """The session refused the token (401)."""
-
-
-class ControlConflict(ControlError):
-    """The session cannot do that now (409: resume while the task runs)."""
-
-
-class ControlBadRequest(ControlError):
-    """The session rejected the request (400)."""
 
 
 EXIT_CODES: dict[type[PodcodeError], Exit] = {

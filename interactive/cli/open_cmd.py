@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord
 from interactive.base.sessionfile import connectable
-from interactive.cli.api import ControlClient
 from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.target import open_target
@@ -135,7 +135,7 @@ def _loopback(url: str) -> bool:
 
 
 def browse(console: Console, args: argparse.Namespace, entry: Entry) -> None:
-    """``--open`` (or ``--browser``, the same on both verbs): the link, else the VS Code
-    address, in the browser."""
-    if args.open and entry.ide_url:
+    """``--browser`` (on ``open`` and ``attach``): the link, else the VS Code address, in
+    the browser."""
+    if args.browser and entry.ide_url:
         console.open_browser(entry.link or entry.ide_url)

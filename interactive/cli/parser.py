@@ -1,10 +1,15 @@
-"""The ``podcode`` command line: verbs and options, kubectl-like."""
+"""The ``podcode`` command line: verbs and options, kubectl-like.
+
+A verb's options are added when that verb is parsed (:meth:`Parser.complete`):
+``podcode --help`` builds only the list of verbs, ``podcode attach ...`` only attach's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 USAGE = 2
 """The exit code of a usage error (``Exit.USAGE``)."""
@@ -32,10 +37,25 @@ EPILOG = EXAMPLES + """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, se
 
 class Parser(argparse.ArgumentParser):
     """argparse's parser whose usage error is two lines, what is wrong and where the help
-    is, instead of the whole usage first."""
+    is, instead of the whole usage first; and whose options may be added only when it
+    parses (``fill``)."""
+
+    fill: Callable[[Parser], None] | None = None
 
     def error(self, message: str) -> NoReturn:
         usage_error(message, self.prog)
+
+    def complete(self) -> Parser:
+        """Add the options left to add (once)."""
+        fill, self.fill = self.fill, None
+        if fill is not None:
+            fill(self)
+        return self
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        self.complete()
+        return super().parse_known_args(args, namespace)
 
 
 def usage_error(message: str, prog: str = "podcode") -> NoReturn:
@@ -66,30 +86,28 @@ def _pid(text: str) -> int:
     return int(text)
 
 
-def _common(defaults: bool) -> Parser:
+def _common(parser: argparse.ArgumentParser, defaults: bool) -> None:
     """The options every verb takes. Only the top level sets defaults, so that an option
     given before the verb is not reset by the verb's parser."""
 
     def default(value: object) -> object:
         return value if defaults else argparse.SUPPRESS
 
-    common = Parser(add_help=False)
-    common.add_argument("--kubeconfig", default=default(None),
+    parser.add_argument("--kubeconfig", default=default(None),
                         help="kubeconfig file (default: KUBECONFIG or ~/.kube/config)")
-    common.add_argument("--context", default=default(None),
+    parser.add_argument("--context", default=default(None),
                         help="kubeconfig context (default: the current one)")
-    common.add_argument("-n", "--namespace", default=default(None),
+    parser.add_argument("-n", "--namespace", default=default(None),
                         help="namespace (default: the context's)")
-    common.add_argument("-o", "--output", choices=("table", "json"), default=default("table"),
+    parser.add_argument("-o", "--output", choices=("table", "json"), default=default("table"),
                         help="output format")
-    common.add_argument("-v", "--verbose", action="store_true", default=default(False),
+    parser.add_argument("-v", "--verbose", action="store_true", default=default(False),
                         help="log what happens")
-    return common
 
 
-def _pod_verb(sub: argparse._SubParsersAction[Parser], common: Parser,
-              name: str, help_text: str, optional: bool) -> argparse.ArgumentParser:
-    parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+def _pod(parser: Parser, optional: bool) -> None:
+    """A verb that reaches one session: the options that choose it."""
+    _common(parser, defaults=False)
     parser.add_argument("pod", nargs="?", default=None,
                         help="the session's pod" + (" (default: the local session)"
                                                      if optional else ""))
@@ -105,74 +123,122 @@ def _pod_verb(sub: argparse._SubParsersAction[Parser], common: Parser,
     parser.add_argument("--session", metavar="ID", help="when several sessions of one "
                         "process wait (a fan-out of one task): the one with this id (the "
                         "choices are listed when it is needed)")
-    return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _common(defaults=False)
-    parser = Parser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
-                    formatter_class=argparse.RawDescriptionHelpFormatter,
-                    parents=[_common(defaults=True)])
-    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
-    listing = sub.add_parser("list", parents=[common], help="the sessions in the cluster "
-                             "(--local: on this machine)")
-    listing.add_argument("-A", "--all-namespaces", action="store_true",
-                         help="sessions in every namespace")
-    listing.add_argument("-l", "--local", action="store_true",
-                         help="the sessions recorded in $PODCODE_HOME on this machine")
-    attach = _pod_verb(sub, common, "attach", "forward the session's VS Code to this machine "
-                       "(without POD: the local session's login link, as podcode open)",
-                       optional=True)
-    attach.add_argument("--port", type=_port, help="local port for VS Code (default: the "
-                        "pod's, else any free one)")
-    attach.add_argument("--open", "--browser", dest="open", action="store_true",
+def _browser(parser: Parser) -> None:
+    parser.add_argument("--browser", action="store_true",
                         help="also open the login link (else VS Code) in the browser")
-    opening = _pod_verb(sub, common, "open", "the local session's VS Code: its one-time login "
-                        "link, where the password is, the debugger (with POD: podcode attach)",
-                        optional=True)
-    opening.add_argument("--open", "--browser", dest="open", action="store_true",
-                         help="also open the login link (else VS Code) in the browser")
-    opening.set_defaults(port=None)
-    debug = _pod_verb(sub, common, "debug", "forward debugpy for desktop VS Code",
-                      optional=False)
-    debug.add_argument("--port", type=_port, help="local port for debugpy")
-    debug.add_argument("--local-root", default=".", help="your checkout of the task's code "
-                       "(default: the current folder)")
-    debug.add_argument("--write", action="store_true",
-                       help="merge the configuration into LOCAL_ROOT/.vscode/launch.json")
-    _pod_verb(sub, common, "status", "the session's state", optional=True)
-    resume = _pod_verb(sub, common, "resume", "re-run the task with the edited code",
-                       optional=True)
-    resume.add_argument("--push", nargs="+", metavar="FILE", help="first send these files "
+
+
+def _list(parser: Parser) -> None:
+    _common(parser, defaults=False)
+    parser.add_argument("-A", "--all-namespaces", action="store_true",
+                        help="sessions in every namespace")
+    parser.add_argument("-l", "--local", action="store_true",
+                        help="the sessions recorded in $PODCODE_HOME on this machine")
+
+
+def _attach(parser: Parser) -> None:
+    _pod(parser, optional=True)
+    parser.add_argument("--port", type=_port, help="local port for VS Code (default: the "
+                        "pod's, else any free one)")
+    _browser(parser)
+
+
+def _open(parser: Parser) -> None:
+    _pod(parser, optional=True)
+    _browser(parser)
+    parser.set_defaults(port=None)
+
+
+def _local_root(parser: Parser) -> None:
+    parser.add_argument("--local-root", default=".", help="your checkout of the task's code "
+                        "(default: the current folder)")
+
+
+def _debug(parser: Parser) -> None:
+    _pod(parser, optional=False)
+    parser.add_argument("--port", type=_port, help="local port for debugpy")
+    _local_root(parser)
+    parser.add_argument("--write", action="store_true",
+                        help="merge the configuration into LOCAL_ROOT/.vscode/launch.json")
+
+
+def _resume(parser: Parser) -> None:
+    _pod(parser, optional=True)
+    parser.add_argument("--push", nargs="+", metavar="FILE", help="first send these files "
                         "(edited on this machine) to the session's workspace, at their path "
                         "relative to --local-root")
-    resume.add_argument("--local-root", default=".", help="your checkout of the task's code "
-                        "(default: the current folder)")
-    ssh_config = _pod_verb(sub, common, "ssh-config", "an OpenSSH Host block for desktop "
-                           "editors (podcode ssh-config POD >> ~/.ssh/config)", optional=True)
-    ssh = _pod_verb(sub, common, "ssh", "a shell (or the command after --) in the session, "
-                    "over SSH", optional=True)
-    proxy = _pod_verb(sub, common, "ssh-proxy", "the ProxyCommand that ssh-config writes: "
-                      "relays SSH to the session", optional=True)
-    for parser_ in (ssh_config, ssh, proxy):
-        parser_.add_argument("--alias", help="the Host name (default: podcode-POD, or "
-                             "podcode-local)")
-    keepalive = _pod_verb(sub, common, "keepalive", "postpone the idle cleanup", optional=True)
-    keepalive.add_argument("--seconds", type=_positive, default=3600.0,
-                           help="how long to keep the session (default 3600)")
-    _pod_verb(sub, common, "abort", "give up: the task raises its original exception",
-              optional=True)
-    edits = sub.add_parser("edits", parents=[common], help="print the last fix saved for a "
-                           "task, as a patch (podcode edits TASK | git apply)")
-    edits.add_argument("task", help="the task's name as podcode prints it (module.function)")
-    sub.add_parser("install", add_help=False, help="install code-server ahead of time "
-                   "(podcode install --help)")
-    doctor = sub.add_parser("doctor", parents=[common], help="in a pod: code-server, GPU, "
-                            "mail, ports and the pod's permissions; on a laptop: the cluster "
-                            "and your permissions")
-    side = doctor.add_mutually_exclusive_group()
+    _local_root(parser)
+
+
+def _ssh(parser: Parser) -> None:
+    _pod(parser, optional=True)
+    parser.add_argument("--alias", help="the Host name (default: podcode-POD, or "
+                        "podcode-local)")
+
+
+def _keepalive(parser: Parser) -> None:
+    _pod(parser, optional=True)
+    parser.add_argument("--seconds", type=_positive, default=3600.0,
+                        help="how long to keep the session (default 3600)")
+
+
+def _edits(parser: Parser) -> None:
+    _common(parser, defaults=False)
+    parser.add_argument("task", help="the task's name as podcode prints it (module.function)")
+
+
+def _doctor(parser: Parser) -> None:
+    _common(parser, defaults=False)
+    side = parser.add_mutually_exclusive_group()
     side.add_argument("--pod", dest="side", action="store_const", const="pod",
                       help="check what a session needs in its pod (default inside a pod)")
     side.add_argument("--laptop", dest="side", action="store_const", const="laptop",
                       help="check what the CLI needs (default outside a pod)")
+
+
+def _session(parser: Parser) -> None:
+    _pod(parser, optional=True)
+
+
+VERBS: tuple[tuple[str, str, Callable[[Parser], None] | None, bool], ...] = (
+    ("list", "the sessions in the cluster (--local: on this machine)", _list, False),
+    ("attach", "forward the session's VS Code to this machine (without POD: the local "
+     "session's login link, as podcode open)", _attach, True),
+    ("open", "the local session's VS Code: its one-time login link, where the password is, "
+     "the debugger (with POD: podcode attach)", _open, True),
+    ("debug", "forward debugpy for desktop VS Code", _debug, True),
+    ("status", "the session's state", _session, True),
+    ("resume", "re-run the task with the edited code", _resume, True),
+    ("ssh-config", "an OpenSSH Host block for desktop editors (podcode ssh-config POD >> "
+     "~/.ssh/config)", _ssh, True),
+    ("ssh", "a shell (or the command after --) in the session, over SSH", _ssh, True),
+    ("ssh-proxy", "the ProxyCommand that ssh-config writes: relays SSH to the session", _ssh,
+     True),
+    ("keepalive", "postpone the idle cleanup", _keepalive, True),
+    ("abort", "give up: the task raises its original exception", _session, True),
+    ("edits", "print the last fix saved for a task, as a patch (podcode edits TASK | git "
+     "apply)", _edits, False),
+    ("install", "install code-server ahead of time (podcode install --help)", None, False),
+    ("doctor", "in a pod: code-server, GPU, mail, ports and the pod's permissions; on a "
+     "laptop: the cluster and your permissions", _doctor, False),
+)
+"""Each verb: its name, its help line, what adds its options, and whether its help line is
+also its description (``podcode VERB --help``)."""
+
+
+def build_parser(lazy: bool = False) -> Parser:
+    """The whole command line; ``lazy``: each verb's options are added only when that verb
+    is parsed (what ``run`` does: the others are never built)."""
+    parser = Parser(prog="podcode", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(parser, defaults=True)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True, parser_class=Parser)
+    for name, help_text, fill, described in VERBS:
+        verb = sub.add_parser(name, help=help_text, add_help=fill is not None,
+                              description=help_text if described else None)
+        verb.fill = fill
+        if not lazy:
+            verb.complete()
     return parser

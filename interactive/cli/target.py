@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord, session_path
 from interactive.base.sessionfile import (
     BadSessionFile,
@@ -20,7 +21,6 @@ from interactive.base.sessionfile import (
     unique,
 )
 from interactive.base.settings import podcode_home
-from interactive.cli.api import ControlClient
 from interactive.cli.choose import choose, label, usable
 from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlUnreachable, Exit

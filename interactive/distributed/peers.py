@@ -23,12 +23,13 @@ import logging
 import os
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interactive.base import routes
+from interactive.base.control_client import ControlClient, ControlError
 from interactive.base.files import write_json
 from interactive.base.identity import process_identity as process_identity  # re-exported
 from interactive.base.identity import process_started, same_start
@@ -49,8 +50,10 @@ BROKEN_GROUP = (
     "NCCL communicator was aborted",
 )
 """What a collective raises in a rank whose peer broke the group (gloo, NCCL)."""
-PEER_HEADER = "X-Podcode-Peer"
+PEER_HEADER = routes.PEER_HEADER
 """Set on a forwarded call: the receiving rank does not forward it again."""
+COMMAND_ROUTES = {CommandKind.RESUME: routes.RESUME, CommandKind.ABORT: routes.ABORT}
+"""The control API's call for each command a rank forwards to the others."""
 FORWARD_TIMEOUT_SECONDS = 5.0
 
 
@@ -198,7 +201,8 @@ class Peers:
 
     # -- telling ---------------------------------------------------------------------
     def forward(self, command: CommandKind) -> list[int]:
-        """POST ``/api/<command>`` to every other local rank in a session; who was told."""
+        """POST the command's call (:data:`COMMAND_ROUTES`) to every other local rank in a
+        session; who was told."""
         told = []
         others = self.others()
         for peer in others:
@@ -207,7 +211,7 @@ class Peers:
             try:
                 _post(peer.record, command)
                 told.append(peer.local_rank)
-            except OSError as exc:
+            except ControlError as exc:
                 log.warning("could not %s local rank %d: %s", command, peer.local_rank, exc)
         running = [p.local_rank for p in others if p.state == Phase.RUNNING]
         if command == CommandKind.RESUME and running:
@@ -240,20 +244,13 @@ def broke_with_the_group(error: BaseException) -> bool:
 
 def _post(record: SessionRecord, command: CommandKind) -> None:
     if not record.serving:
-        raise OSError("its record has no control API")
-    url = f"{record.control_url}/api/{command}"
-    request = urllib.request.Request(  # noqa: S310 - http on the pod's own loopback
-        url,
-        data=b"{}",
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {record.token}",
-            "Content-Type": "application/json",
-            PEER_HEADER: "1",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=FORWARD_TIMEOUT_SECONDS):  # noqa: S310
-        pass
+        raise ControlError("its record has no control API")
+    client = ControlClient(record.control_url, record.token, FORWARD_TIMEOUT_SECONDS,
+                           headers={PEER_HEADER: "1"})
+    route = COMMAND_ROUTES.get(command)
+    if route is None:
+        raise ControlError(f"{command} is not a call a rank forwards")
+    client.call("POST", route, {})
 
 
 @dataclass

@@ -33,6 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
+from interactive.base import routes
 from interactive.base.files import TEMP_SUFFIX, fsync_folder
 
 MAX_PUSH_BYTES = 16 << 20
@@ -301,5 +302,5 @@ def add_routes(app: web.Application, desktop: Desktop, body_timeout: float) -> N
                 status=400 if exc.errno in CLIENT_ERRNOS else 500)
         return web.json_response({"written": written})
 
-    app.router.add_post("/api/ssh-key", ssh_key)
-    app.router.add_post("/api/files", files)
+    app.router.add_post(routes.SSH_KEY, ssh_key)
+    app.router.add_post(routes.FILES, files)

@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from interactive.base import routes
+
 LINK_SECONDS = 600.0
 """How long a link may wait to be opened."""
 MAX_LINKS = 32
@@ -105,8 +107,8 @@ def add_routes(app: web.Application, links: LoginLinks, password: str | None) ->
             },
         )
 
-    app.router.add_post("/api/login-link", issue)
-    app.router.add_get("/login/{nonce}", redeem)
+    app.router.add_post(routes.LOGIN_LINK, issue)
+    app.router.add_get(routes.LOGIN, redeem)
 
 
 def _refused(why: str) -> web.Response:

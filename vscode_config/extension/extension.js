@@ -89,7 +89,7 @@ async function refresh() {
     seen = { url: null, version: null };
     if (answer.status !== 200 || !answer.body) {
       show(`$(debug-disconnect) podcode: API answered ${answer.status}`,
-        `GET ${session.controlUrl}/api/status answered ${answer.status}`);
+        `GET ${session.controlUrl}${client.ROUTES.STATUS} answered ${answer.status}`);
       return;
     }
     answered = true;

@@ -16,5 +16,6 @@ failed, and answer with Jupyter's outputs (text, tables, figures, tracebacks).
 The clients: the companion extension's notebook controller
 (``vscode_config/extension/lib/notebook.js``) and the bridge. Part of
 :mod:`interactive.session`; it imports what the session may (the bridge, a process of
-its own, imports only ipykernel and the standard library).
+its own, imports only ipykernel, the standard library and the base layer's control-API
+client).
 """

@@ -1,7 +1,9 @@
 """The ``podcode`` Jupyter kernel: JupyterLab's cells run in the failed frame.
 
 A small kernel process that JupyterLab starts from the session's kernel spec
-(:mod:`.jupyterlab`). It holds no namespace of its own: each cell goes to the session's
+(:mod:`.jupyterlab`); it imports ipykernel, the standard library and podcode's one
+control-API client (:mod:`interactive.base.control_client`), nothing of the session. It
+holds no namespace of its own: each cell goes to the session's
 ``POST /api/notebook/execute`` (loopback, the session's bearer token, read from the
 session's ``0600`` companion file), runs there on the frame kernel's thread in the
 task's process, and its outputs come back as Jupyter messages: what it prints as it
@@ -21,12 +23,9 @@ subscription (it answers with ``iopub_welcome``); :class:`HeardIOPub` tells the 
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import sys
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,9 @@ from ipykernel import kernelapp
 from ipykernel.iostream import IOPubThread
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
+
+from interactive.base import routes
+from interactive.base.control_client import ControlClient, ControlError, ControlUnreachable
 
 EXECUTE_TIMEOUT_SECONDS = 24 * 3600.0
 """A cell may run as long as the session waits; an interrupt ends it sooner."""
@@ -83,31 +85,15 @@ def post(session_file: Path, path: str, body: dict[str, Any], timeout: float,
     except (OSError, ValueError, KeyError) as exc:
         return {"error": f"no session serves this kernel now ({session_file}: {exc!r}): its "
                          "task has not failed, or its session has ended"}
-    if not url.startswith("http://"):
-        return {"error": f"the session's control URL is not http: {url!r}"}
-    if printed is not None:
-        body = {**body, "stream": True}
-    request = urllib.request.Request(  # noqa: S310 - http, checked above
-        url + path, data=json.dumps(body).encode(), method="POST",
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            if printed is None:
-                return dict(json.loads(response.read()))
-            for line in response:
-                data = json.loads(line)
-                if "output" in data:
-                    printed(data["output"])
-                elif "result" in data:
-                    return dict(data["result"])
-            return {"error": "the session's answer ended before the cell's result"}
-    except urllib.error.HTTPError as exc:
-        try:
-            return {"error": json.loads(exc.read()).get("error") or f"HTTP {exc.code}"}
-        except ValueError:
-            return {"error": f"HTTP {exc.code}"}
-    except (OSError, ValueError, http.client.HTTPException) as exc:  # broken off, too
-        return {"error": f"the session does not answer ({exc}): it has ended or moved"}
+        client = ControlClient(url, token, timeout)
+        if printed is not None:
+            return client.streamed(path, {**body, "stream": True}, printed)
+        return client.call("POST", path, body)
+    except ControlUnreachable as exc:
+        return {"error": f"the session does not answer ({exc.why}): it has ended or moved"}
+    except ControlError as exc:
+        return {"error": exc.reason or str(exc)}
 
 
 def messages(outputs: list[dict[str, Any]], streamed: dict[str, str] | None = None
@@ -179,7 +165,7 @@ class FrameBridge(Kernel):
 
         self.in_flight += 1
         try:
-            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/execute",
+            answer = await asyncio.to_thread(post, self.session_file, routes.NOTEBOOK_EXECUTE,
                                              {"code": code}, EXECUTE_TIMEOUT_SECONDS, relay)
         finally:
             self.in_flight -= 1
@@ -206,7 +192,8 @@ class FrameBridge(Kernel):
 
     async def interrupt_request(self, stream: Any, ident: Any, parent: Any) -> None:
         for _ in range(INTERRUPT_ATTEMPTS):
-            answer = await asyncio.to_thread(post, self.session_file, "/api/notebook/interrupt",
+            answer = await asyncio.to_thread(post, self.session_file,
+                                             routes.NOTEBOOK_INTERRUPT,
                                              {}, 10.0)
             if answer.get("result") != "idle" or not self.in_flight:
                 break

@@ -1,8 +1,21 @@
-// A small JSON client for the session's control API (bearer token, short timeouts).
+// A small JSON client for the session's control API (bearer token, short timeouts): the
+// companion's side of podcode's one control-API client (interactive/base/control_client.py),
+// with the same paths and the same reading of an error answer.
 'use strict';
 
 const http = require('http');
 const https = require('https');
+
+// The control API's paths, as interactive/base/routes.py names them (a test keeps them equal).
+const ROUTES = Object.freeze({
+  STATUS: '/api/status',
+  RESUME: '/api/resume',
+  KEEPALIVE: '/api/keepalive',
+  ACTIVITY: '/api/activity',
+  NOTEBOOK_OPEN: '/api/notebook/open',
+  NOTEBOOK_EXECUTE: '/api/notebook/execute',
+  NOTEBOOK_INTERRUPT: '/api/notebook/interrupt',
+});
 
 const TIMEOUT_MS = 5000;
 // How long the session may hold a status answer until something changes (it answers at
@@ -17,7 +30,7 @@ function send(session, method, apiPath, body, timeoutMs, answer) {
     try {
       url = new URL(apiPath, session.controlUrl);
     } catch (err) {
-      reject(new Error(`bad control URL ${session.controlUrl}: ${err.message}`));
+      reject(unreachable(new Error(`bad control URL ${session.controlUrl}: ${err.message}`)));
       return;
     }
     const payload = body === undefined ? null : Buffer.from(JSON.stringify(body));
@@ -30,12 +43,41 @@ function send(session, method, apiPath, body, timeoutMs, answer) {
     const req = transport.request(url, { method, headers, timeout: timeoutMs },
       (res) => answer(res, resolve));
     req.on('timeout', () => req.destroy(new Error(`no answer from ${url.origin} in ${timeoutMs} ms`)));
-    req.on('error', reject);
+    req.on('error', (err) => reject(unreachable(err)));
     if (payload) {
       req.write(payload);
     }
     req.end();
   });
+}
+
+// A call that got no answer (or a broken one) rejects with an error of this kind.
+function unreachable(err) {
+  err.kind = 'ControlUnreachable';
+  return err;
+}
+
+// What an answer with HTTP status and JSON body means, as control_client.refusal decides
+// it: null (not an error), or {kind, status, reason (the session's own words), message}.
+function refusal(status, body) {
+  if (status < 400) {
+    return null;
+  }
+  const reason = String((body && body.error) || `HTTP ${status}`);
+  if (status === 401) {
+    return { kind: 'ControlUnauthorized', status, reason,
+      message: 'the session refused the token (401): the session file is stale, the session '
+        + 'may have restarted; try again' };
+  }
+  if (status === 409) {
+    return { kind: 'ControlConflict', status, reason, message: reason };
+  }
+  if (status === 400) {
+    return { kind: 'ControlBadRequest', status, reason,
+      message: `the session rejected the request: ${reason}` };
+  }
+  return { kind: 'ControlRefused', status, reason,
+    message: `the session's control API failed (${status}): ${reason}` };
 }
 
 function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
@@ -59,7 +101,7 @@ function request(session, method, apiPath, body, timeoutMs = TIMEOUT_MS) {
 // button interrupts it): onOutput(output) for each printed piece as it comes,
 // then {status, body} with the cell's whole answer (the error's body when not 200).
 function executeStreaming(session, code, onOutput) {
-  return send(session, 'POST', '/api/notebook/execute', { code, stream: true }, 0, (res, resolve) => {
+  return send(session, 'POST', ROUTES.NOTEBOOK_EXECUTE, { code, stream: true }, 0, (res, resolve) => {
     let pending = '';
     let result = null;
     const take = (text) => {
@@ -98,16 +140,18 @@ function executeStreaming(session, code, onOutput) {
 }
 
 module.exports = {
+  ROUTES,
+  refusal,
   executeStreaming,
   // The status now, or (given the version last seen) once it changes.
   status: (session, seen) => (Number.isInteger(seen)
-    ? request(session, 'GET', `/api/status?version=${seen}&wait=${WAIT_SECONDS}`, undefined,
-      WAIT_SECONDS * 1000 + TIMEOUT_MS)
-    : request(session, 'GET', '/api/status')),
-  resume: (session) => request(session, 'POST', '/api/resume', {}),
-  keepalive: (session, seconds) => request(session, 'POST', '/api/keepalive', { seconds }),
-  activity: (session, kind) => request(session, 'POST', '/api/activity', { kind }),
-  interrupt: (session) => request(session, 'POST', '/api/notebook/interrupt', {}, 10000),
-  openNotebook: (session) => request(session, 'POST', '/api/notebook/open', {}),
+    ? request(session, 'GET', `${ROUTES.STATUS}?version=${seen}&wait=${WAIT_SECONDS}`,
+      undefined, WAIT_SECONDS * 1000 + TIMEOUT_MS)
+    : request(session, 'GET', ROUTES.STATUS)),
+  resume: (session) => request(session, 'POST', ROUTES.RESUME, {}),
+  keepalive: (session, seconds) => request(session, 'POST', ROUTES.KEEPALIVE, { seconds }),
+  activity: (session, kind) => request(session, 'POST', ROUTES.ACTIVITY, { kind }),
+  interrupt: (session) => request(session, 'POST', ROUTES.NOTEBOOK_INTERRUPT, {}, 10000),
+  openNotebook: (session) => request(session, 'POST', ROUTES.NOTEBOOK_OPEN, {}),
   request,
 };
