@@ -28,12 +28,15 @@ LAYERS: dict[str, set[str]] = {
     "distributed": {"base", "storage", "kube", "culler"},
     "inputs": {"base", "storage"},
     "resume": {"base", "storage", "inputs"},
-    "session": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume"},
+    "doors": {"base", "storage", "kube", "culler", "distributed", "inputs"},
+    "session": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume", "doors"},
     "ray": {"base", "storage", "resume"},
     "task": {
         "base", "storage", "kube", "culler", "distributed", "inputs", "resume", "session", "ray",
+        "doors",
     },
-    "cli": {"base", "storage", "kube"},
+    "agent": {"base", "storage", "kube"},
+    "cli": {"base", "storage", "kube", "agent"},
 }
 """Subpackage of ``interactive`` → the subpackages it may import."""
 HEAVY = ("jinja2", "aiohttp", "kubernetes", "debugpy")
