@@ -76,9 +76,11 @@ def test_only_the_workspace_sampler_saves_and_only_while_the_session_waits(
     saver = wrapped[0]
     saver.sample(1.0)  # the first scan looks once
     assert calls == [5.0]
+    state.set(state=Phase.RESUMING)
     state.set(state=Phase.RUNNING)  # resumed: the task's own output changes the files
     (tmp_path / "out.log").write_text("step 1\n")
     assert saver.sample(2.0).active and calls == [5.0]
+    state.set(state=Phase.WAITING)
     state.set(state=Phase.WARNED)  # waiting again (idle warning sent): edits count
     (tmp_path / "job.py").write_text("fixed\n")
     assert saver.sample(3.0).active and calls == [5.0, 5.0]

@@ -172,6 +172,7 @@ async def test_keepalive_before_the_warning_postpones_it(harness: Harness) -> No
 
 
 async def test_a_running_task_is_activity(harness: Harness) -> None:
+    harness.state.set(state="resuming")
     harness.state.set(state="running")
 
     def fails_again() -> None:  # as the session does when the resumed task fails

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 import json
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ async def test_for_jupyterlab_the_starter_is_written_when_the_session_waits(
     """JupyterLab opens the starter notebook at once: nobody asks for it first."""
     host, failure = Host(tmp_path), failure_of_failing()
     host.settings = Settings(editor=EditorSettings(ide="jupyter"))
+    host.state.set(state=Phase.RESUMING)
     host.state.set(state=Phase.RUNNING)
     path = host.config_root / ".vscode" / "podcode" / "notebook-41-7.ipynb"
     async with served_api(host, failure=lambda: failure):
@@ -216,3 +218,52 @@ async def test_stopping_the_api_never_waits_for_a_cell_in_native_code(tmp_path: 
             assert not later["ok"] and "before this cell ran" in later["outputs"][-1]["evalue"]
     finally:
         notebook_fixture.HOLD.set()
+
+
+class SlowPlan(Host):
+    """A session whose resume plans until the test lets it (as a big workspace does)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.planning = threading.Event()
+        self.go_on = threading.Event()
+
+    def resume(self, peer: bool = False) -> dict[str, Any] | None:
+        self.planning.set()
+        if not self.go_on.wait(20):
+            raise RuntimeError("the plan was never let go on")
+        return super().resume(peer)
+
+
+async def test_status_and_cells_answer_while_a_resume_plans(tmp_path: Path) -> None:
+    host, failure = SlowPlan(tmp_path), failure_of_failing()
+    async with served_api(host, failure=lambda: failure) as (client, _):
+
+        async def resume() -> tuple[int, dict[str, Any]]:
+            async with client.post("/api/resume") as response:
+                return response.status, await response.json()
+
+        resuming = asyncio.create_task(resume())
+        assert await asyncio.to_thread(host.planning.wait, 20)
+        async with client.get("/api/status") as response:  # the loop is free meanwhile
+            assert response.status == 200 and (await response.json())["state"] == "waiting"
+        shown = await _cell(client, "6 * 7")
+        assert shown["outputs"][0]["data"]["text/plain"] == "42"
+        assert not resuming.done() and host.resumed == 0  # the plan still runs
+        host.go_on.set()
+        assert await resuming == (202, {"state": "resuming", "patched": []})
+        assert host.resumed == 1
+
+
+async def test_status_answers_while_a_cells_resume_plans(tmp_path: Path) -> None:
+    host, failure = SlowPlan(tmp_path), failure_of_failing()
+    async with served_api(host, failure=lambda: failure) as (client, _):
+        cell = asyncio.create_task(
+            _cell(client, "from interactive.session.notebook import here\nhere.resume()"))
+        assert await asyncio.to_thread(host.planning.wait, 20)
+        async with client.get("/api/status") as response:
+            assert response.status == 200
+        assert not cell.done() and host.resumed == 0
+        host.go_on.set()
+        resumed = await cell
+        assert resumed["outputs"][-1]["data"]["text/plain"] == "{'patched': []}", resumed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from interactive.base.phases import (
     RESUMABLE,
     CommandKind,
     Phase,
+    PhaseRefused,
     may_follow,
     phase_of,
 )
@@ -58,26 +58,73 @@ def test_the_transition_table_is_the_lifecycle() -> None:
     assert not may_follow(Phase.DONE, Phase.RUNNING)
 
 
-def test_the_state_takes_a_phase_or_its_string_and_says_when_a_change_is_unexpected(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_the_state_takes_a_phase_or_its_string_and_refuses_an_unexpected_change() -> None:
     state = SessionState("t")
     assert state.state is Phase.RUNNING
-    with caplog.at_level(logging.WARNING):
-        state.set(state="waiting")
-        state.set(state=Phase.RESUMING)
-    assert state.state is Phase.RESUMING and caplog.text == ""
-    with caplog.at_level(logging.WARNING):
+    state.set(state="waiting")
+    state.set(state=Phase.RESUMING)
+    assert state.state is Phase.RESUMING
+    with pytest.raises(PhaseRefused, match="session t cannot go from resuming to warned"):
         state.set(state=Phase.WARNED)
-    assert state.state is Phase.WARNED
-    assert "session t went from resuming to warned" in caplog.text
+    assert state.state is Phase.RESUMING
     assert SessionState("t", state="waiting").state is Phase.WAITING  # type: ignore[arg-type]
 
 
+def _in(phase: Phase) -> SessionState:
+    state = SessionState("t", clock=lambda: 100.0)
+    state.state = phase  # the starting point itself is not under test
+    return state
+
+
+@pytest.mark.parametrize("after", list(Phase), ids=str)
+@pytest.mark.parametrize("before", list(Phase), ids=str)
+def test_every_change_of_phase_is_checked_against_the_table(before: Phase, after: Phase) -> None:
+    state, heard = _in(before), []
+    state.on_phase(lambda was, now: heard.append((was, now)))
+    version = state.version
+    if may_follow(before, after):
+        assert state.move(after, error="E") is True
+        assert (state.state, state.error) == (after, "E")
+        assert heard == ([] if after == before else [(before, after)])
+        assert state.version == version + 1
+    else:
+        with pytest.raises(PhaseRefused) as refused:
+            state.move(after, error="E")
+        assert (refused.value.before, refused.value.after) == (before, after)
+        assert (state.state, state.error, heard, state.version) == (before, None, [], version)
+
+
+@pytest.mark.parametrize("after", list(Phase), ids=str)
+@pytest.mark.parametrize("before", list(Phase), ids=str)
+def test_a_race_the_caller_expects_is_answered_false_and_changes_nothing(
+    before: Phase, after: Phase
+) -> None:
+    state = _in(before)
+    others = frozenset(Phase) - {before}
+    assert state.move(after, only_from=others, error="E") is False
+    assert (state.state, state.error) == (before, None)
+
+
+def test_a_phase_listener_that_fails_does_not_stop_the_change() -> None:
+    state, heard = SessionState("t"), []
+
+    def broken(before: Phase, after: Phase) -> None:
+        raise RuntimeError("listener")
+
+    state.on_phase(broken)
+    state.on_phase(lambda before, after: heard.append(after))
+    assert state.move(Phase.WAITING) and heard == [Phase.WAITING]
+
+
+def test_only_one_of_two_racing_resumes_moves() -> None:
+    state = _in(Phase.WAITING)
+    moved = [state.move(Phase.RESUMING, only_from=RESUMABLE) for _ in range(2)]
+    assert moved == [True, False] and state.state is Phase.RESUMING
+
+
 def test_a_phase_round_trips_through_the_status_api_and_session_json() -> None:
-    state = SessionState("t")
     for phase, text in zip(Phase, STRINGS):
-        state.set(state=phase)
+        state = _in(phase)
         body = json.loads(json.dumps(state.status()))
         assert body["state"] == text and type(state.status()["state"]) is str
         written = json.loads(json.dumps(SessionRecord(phase, task="t").to_json()))

@@ -12,12 +12,17 @@ How a session moves (what the code does; :data:`NEXT` is the table)::
                   idle   ▼  │ active again
                         warned ──deadline──▶ reaping
     any phase ──close──▶ done | failed
+
+A session changes phase only through :meth:`interactive.base.state.SessionState.move`,
+which refuses what :data:`NEXT` forbids (:class:`PhaseRefused`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+
+from interactive.base.errors import SessionError
 
 
 class Phase(str, enum.Enum):
@@ -83,6 +88,15 @@ RESUMABLE = frozenset(phase for phase, after in NEXT.items() if Phase.RESUMING i
 def may_follow(before: Phase, after: Phase) -> bool:
     """Whether a session in ``before`` may move to ``after``."""
     return after == before or after in NEXT[before]
+
+
+class PhaseRefused(SessionError):
+    """A phase change that :data:`NEXT` forbids (a bug in podcode, never the user's)."""
+
+    def __init__(self, task: str, before: Phase, after: Phase) -> None:
+        super().__init__(f"session {task} cannot go from {before} to {after}: "
+                         f"after {before} come only {', '.join(sorted(NEXT[before])) or 'none'}")
+        self.before, self.after = before, after
 
 
 def phase_of(value: object) -> Phase | None:

@@ -1,14 +1,20 @@
-"""The session's shared, observable state (what ``GET /api/status`` shows)."""
+"""The session's shared, observable state (what ``GET /api/status`` shows).
+
+Several threads write it (the task's, the session's loop, the monitor's pool, a
+notebook cell's); each write holds its lock. A phase changes only through
+:meth:`SessionState.move`, which checks the change against
+:data:`~interactive.base.phases.NEXT` and makes it under that same lock.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from interactive.base.phases import Phase, may_follow, phase_of
+from interactive.base.phases import Phase, PhaseRefused, may_follow, phase_of
 from interactive.base.types import Clock, system_clock
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,8 @@ class SessionState:
     saw this version waits for the next (``GET /api/status?version=N&wait=S``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _phase_listeners: list[Callable[[Phase, Phase], None]] = field(
+        default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         self.state = Phase(self.state)
@@ -54,23 +62,60 @@ class SessionState:
             self.last_activity = self.clock()
 
     def set(self, **changes: Any) -> None:
-        """Change fields at once; ``state`` takes a :class:`Phase` or its string."""
+        """Change fields at once; a ``state`` among them (a :class:`Phase` or its string) is
+        a phase change, checked as :meth:`move` checks it."""
         if "state" in changes:
-            phase = phase_of(changes["state"])
-            if phase is None:
-                raise ValueError(f"unknown session state {changes['state']!r}")
-            changes["state"] = phase
+            self.move(changes.pop("state"), **changes)
+            return
         with self._lock:
-            before = self.state
-            changed = any(getattr(self, name) != value for name, value in changes.items())
-            for name, value in changes.items():
-                setattr(self, name, value)
+            changed = self._assign(changes)
         if changed:
             self._changed()
-        after = changes.get("state", before)
-        if not may_follow(before, after):
-            log.warning("session %s went from %s to %s, which it never should", self.task,
-                        before, after)
+
+    def move(
+        self, to: Phase | str, *, only_from: Collection[Phase] | None = None, **changes: Any
+    ) -> bool:
+        """The one way a session changes phase: check and set under the lock.
+
+        ``only_from``: the phases the caller decided in; when the session has left them
+        meanwhile (a second resume, a warning decided just before a resume, a cleanup that
+        another resume overtook) nothing changes and it returns False, a race the caller
+        expects. Otherwise a change that :data:`~interactive.base.phases.NEXT` forbids
+        raises :class:`PhaseRefused` (a bug: nothing changes). ``changes``: other fields
+        set with the phase. True when the phase is now ``to``; the phase listeners
+        (:meth:`on_phase`) are told after the lock is let go."""
+        after = phase_of(to)
+        if after is None:
+            raise ValueError(f"unknown session state {to!r}")
+        with self._lock:
+            before = self.state
+            if only_from is not None and before not in only_from:
+                return False
+            if not may_follow(before, after):
+                raise PhaseRefused(self.task, before, after)
+            changed = self._assign({"state": after, **changes})
+            listeners = list(self._phase_listeners) if after != before else []
+        if changed:
+            self._changed()
+        for listener in listeners:
+            try:
+                listener(before, after)
+            except Exception:
+                log.exception("a phase listener of session %s failed", self.task)
+        return True
+
+    def on_phase(self, listener: Callable[[Phase, Phase], None]) -> None:
+        """Call ``listener(before, after)`` (on the moving thread, in no lock) after each
+        change of phase."""
+        with self._lock:
+            self._phase_listeners.append(listener)
+
+    def _assign(self, changes: dict[str, Any]) -> bool:
+        """Set ``changes`` (the lock held); whether any differed."""
+        changed = any(getattr(self, name) != value for name, value in changes.items())
+        for name, value in changes.items():
+            setattr(self, name, value)
+        return changed
 
     def touch(self, when: float | None = None) -> None:
         """Record activity now (or at ``when``)."""

@@ -6,11 +6,15 @@ samplers on its own thread (``podcode-monitor``), folds their answers into
 the session's last activity, asks :func:`interactive.culler.idle.decide` what to do
 and does it:
 
-- warn: state ``warned`` with ``reap_at``, the pod's ``podcode.io/reap-at``
+- warn: phase ``warned`` with ``reap_at``, the pod's ``podcode.io/reap-at``
   annotation and state label, a ``PodcodeIdleWarning`` event, the email;
 - cancel (activity or a keep-alive after the warning): back to the previous
   state, annotation cleared;
-- reap: state ``reaping``, then ``await on_reap()`` and return.
+- reap: phase ``reaping``, then ``await on_reap()`` and return.
+
+Each phase is a :class:`~interactive.base.phases.Phase` entered through
+:meth:`SessionState.move`, only from the phases the decision was made in: a session
+resumed meanwhile is neither warned nor reaped.
 
 While the task itself runs (state ``running`` or ``resuming``) the session
 counts as active. One failing sampler or action is logged and never stops
@@ -31,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from interactive.base import identity
-from interactive.base.phases import BUSY, ENDED
+from interactive.base.phases import BUSY, ENDED, RESUMABLE, Phase
 from interactive.base.settings import IdleSettings, MailSettings
 from interactive.base.state import SessionState
 from interactive.base.threads import service_executor
@@ -68,6 +72,10 @@ class MonitorDeps:
     notifier: Notifier | None
     pod: PodHandle | None
     hostname: str = field(default_factory=socket.gethostname)
+    labels_pod: bool = True
+    """Whether the monitor labels the pod with the phases it enters (``warned``,
+    ``reaping``, back to ``waiting``); False where a listener of the state's phases
+    (:meth:`SessionState.on_phase`) publishes every phase, as a session does."""
 
 
 def default_deps(
@@ -167,7 +175,7 @@ class _Monitor:
         self.poll_seconds = float(idle.poll_seconds)
         self.executor = executor
         self.warning: IdleWarning | None = None
-        self.before_warning = "waiting"
+        self.before_warning = Phase.WAITING
         self.mails: set[asyncio.Task[bool]] = set()
         self.failing: set[str] = set()
 
@@ -189,8 +197,9 @@ class _Monitor:
         elif action.kind is Kind.REAP:
             logger.warning("session %s idle since %s: cleaning up", self.state.task,
                            utc(self.state.last_activity))
-            self.state.set(state="reaping")
-            await self.pod_call("set_state", "reaping")
+            if not await self.move(Phase.REAPING):
+                return False  # resumed (or closed) since the decision: nothing to clean up
+            await self.label(Phase.REAPING)
             return True
         return False
 
@@ -223,12 +232,14 @@ class _Monitor:
         logger.warning("session %s idle since %s: cleanup at %s unless it is kept (%s)",
                        state.task, utc(warning.idle_since), utc(warning.reap_at),
                        keepalive_command(pod))
+        before = state.state
+        if not await self.move(Phase.WARNED, reap_at=warning.reap_at):
+            return  # resumed (or closed) since the decision: not idle
         self.warning = warning
-        if state.state != "warned":
-            self.before_warning = state.state
-        state.set(state="warned", reap_at=warning.reap_at)
+        if before != Phase.WARNED:
+            self.before_warning = before
         await self.pod_call("set_idle", warning.idle_since, warning.reap_at)
-        await self.pod_call("set_state", "warned")
+        await self.label(Phase.WARNED)
         await self.pod_call(
             "event", "PodcodeIdleWarning",
             f"idle since {utc(warning.idle_since)}; cleanup at {utc(warning.reap_at)} "
@@ -247,11 +258,25 @@ class _Monitor:
     async def cancel(self) -> None:
         logger.info("session %s is active again: the idle warning is cancelled", self.state.task)
         self.warning = None
-        if self.state.state == "warned":
-            self.state.set(state=self.before_warning)
+        await self.move(self.before_warning, only_from={Phase.WARNED}, reap_at=None)
         self.state.set(reap_at=None)
         await self.pod_call("set_idle", None, None)
-        await self.pod_call("set_state", self.state.state)
+        await self.label(self.state.state)
+
+    async def move(
+        self, phase: Phase, only_from: frozenset[Phase] | set[Phase] = RESUMABLE, **changes: Any
+    ) -> bool:
+        """Enter ``phase`` if the session is still in ``only_from`` (see
+        :meth:`SessionState.move`), on the monitor's thread: whoever listens to the phases
+        (a session writes its record) does not write on the loop."""
+        move = functools.partial(self.state.move, phase, only_from=only_from, **changes)
+        return await self.blocking(move)
+
+    async def label(self, phase: Phase) -> None:
+        """Label the pod with ``phase``, unless whoever listens to the state's phases
+        publishes it (a session's publisher: its record and the label, together)."""
+        if self.deps.labels_pod:
+            await self.pod_call("set_state", phase)
 
     async def pod_call(self, method: str, *args: Any) -> None:
         pod = self.deps.pod

@@ -1,10 +1,12 @@
 """Resume: what the engineer changed, planned as an in-place patch, checked before it runs.
 
-The plan is made when the resume is asked for (on the control API's thread), so
-that an edit which cannot be patched, or a signature the captured inputs no
-longer fit, is refused at once with the reason (HTTP 409, shown in the IDE and
-by ``podcode resume``) while the session keeps waiting. The plan is applied on
-the task's own thread, just before the task runs again.
+The plan is made when the resume is asked for, so that an edit which cannot be
+patched, or a signature the captured inputs no longer fit, is refused at once with
+the reason (HTTP 409, shown in the IDE and by ``podcode resume``) while the session
+keeps waiting. Planning walks the workspace (up to 20k files) and may scan the heap:
+it runs on a thread of its own, never on an event loop (the control API and the
+notebook hand it one). The plan is applied on the task's own thread (an ``async def``
+task's loop), just before the task runs again.
 """
 
 from __future__ import annotations

@@ -28,10 +28,12 @@ from typing import Any, Protocol
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from interactive.base import routes
 from interactive.base.errors import ResumeConflict
 from interactive.base.phases import Phase
 from interactive.base.ports import url_of
 from interactive.base.state import SessionState
+from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo
 from interactive.distributed.peers import PEER_HEADER
 from interactive.session import desktop, login
@@ -64,7 +66,8 @@ class Controls(Protocol):
     state: SessionState
 
     def resume(self, peer: bool = False) -> dict[str, Any] | None:
-        """What the resume will patch; ResumeConflict when it cannot resume."""
+        """What the resume will patch; ResumeConflict when it cannot resume. Called on a
+        thread of its own: it may take seconds (the API answers other requests meanwhile)."""
 
     def abort(self, peer: bool = False) -> None: ...
 
@@ -97,7 +100,7 @@ def _auth_middleware(token: str, state: SessionState) -> Any:
         if guard is not None:
             guard.request_started()
         try:
-            if request.path.startswith("/api/"):
+            if request.path.startswith(routes.API):
                 if not _authorized(request, token):
                     return _answer(
                         {"error": "missing or wrong bearer token"}, status=401
@@ -194,8 +197,9 @@ def build_app(
         return _answer({**state.status(), **controls.peer_status()})
 
     async def resume(request: web.Request) -> web.Response:
-        try:
-            planned = controls.resume(peer=_from_peer(request))
+        peer = _from_peer(request)
+        try:  # planning reads the workspace and may scan the heap: on a thread of its own
+            planned = await in_thread(lambda: controls.resume(peer=peer), "resume-plan")
         except ResumeConflict as exc:
             return _answer({"error": str(exc), "state": state.state.value}, status=409)
         return _answer({"state": Phase.RESUMING.value, **(planned or {})}, status=202)
@@ -228,12 +232,12 @@ def build_app(
         return _answer({"state": state.state.value}, status=202)
 
     app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/api/status", status)
-    app.router.add_post("/api/resume", resume)
-    app.router.add_post("/api/keepalive", keepalive)
-    app.router.add_post("/api/activity", activity)
-    app.router.add_post("/api/abort", abort)
+    app.router.add_get(routes.HEALTHZ, healthz)
+    app.router.add_get(routes.STATUS, status)
+    app.router.add_post(routes.RESUME, resume)
+    app.router.add_post(routes.KEEPALIVE, keepalive)
+    app.router.add_post(routes.ACTIVITY, activity)
+    app.router.add_post(routes.ABORT, abort)
     login.add_routes(app, login.LoginLinks(), password)
     if editors is not None:
         desktop.add_routes(app, editors, body_timeout)
@@ -348,7 +352,8 @@ class ControlServer:
     async def start(self) -> None:
         await self._runner.setup()
         manager = self._runner.server
-        assert manager is not None
+        if manager is None:  # setup() makes it; never None after it
+            raise RuntimeError("the control API's server was not set up")
         loop = asyncio.get_running_loop()
 
         def connection() -> GuardedHandler:

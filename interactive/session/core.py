@@ -157,23 +157,40 @@ class Session:
         self.ssh: Any = None
         """The SSH endpoint (:class:`interactive.session.ssh.SshEndpoint`), if it serves."""
         self._publisher: Publisher | None = None
+        self._resume_lock = threading.Lock()
+        """Held while a resume plans: one at a time."""
+        self.state.on_phase(self._phase_moved)
 
-    # -- the API's controls (called on the loop thread) -------------------------------
+    # -- the API's controls (called off the loop: the API's handlers use a thread) ----------
     def resume(self, peer: bool = False) -> dict[str, Any]:
         """Resume this rank and (unless a peer asked) every other local rank in a session.
 
         The edits are planned now: an edit that cannot be patched in place, or inputs
         that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
+        Planning reads the workspace and may scan the heap (seconds on a large one): call
+        it on a thread of its own, never on an event loop. One resume plans at a time: one
+        asked while another plans, or a session that left the waiting phases while it
+        planned (cleaned up, say), is refused with :class:`ResumeConflict`.
         """
-        if self.state.state not in RESUMABLE:
-            raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
-        assert self._resume_base is not None, "the session is not open"
-        planned = plan_resume(self._resume_base, self._task_fn, self._shape)
-        self.state.set(state=Phase.RESUMING, reap_at=None)
-        self._record()
-        self.commands.put(Command(CommandKind.RESUME, planned))
+        if not self._resume_lock.acquire(blocking=False):
+            raise ResumeConflict("cannot resume: a resume is being planned already")
+        try:
+            planned = self._plan()
+            if not self.state.move(Phase.RESUMING, only_from=RESUMABLE, reap_at=None):
+                raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
+            self.commands.put(Command(CommandKind.RESUME, planned))
+        finally:
+            self._resume_lock.release()
         self._tell_peers(CommandKind.RESUME, peer)
         return planned.plan.report()
+
+    def _plan(self) -> Resume:
+        if self.state.state not in RESUMABLE:
+            raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
+        base = self._resume_base
+        if base is None:
+            raise ResumeConflict("cannot resume: the session is not open")
+        return plan_resume(base, self._task_fn, self._shape)
 
     def patched(self, planned: Resume) -> None:
         """The plan was applied: the next resume patches what changes after it."""
@@ -367,11 +384,19 @@ class Session:
     def _arm(self, excinfo: ExcInfo | None) -> None:
         error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
         self._postmortem.present(excinfo)  # first: whoever sees "waiting" finds the frame
-        self.state.set(
-            state=Phase.WAITING, error=error, attempt=self.state.attempt + 1, reap_at=None
-        )
         self.state.touch()
-        self._record()
+        already = self.state.state == Phase.WAITING
+        self.state.move(Phase.WAITING, error=error, attempt=self.state.attempt + 1, reap_at=None)
+        if already:  # the same phase: no listener heard it, the error is new
+            self._record()
+
+    def _phase_moved(self, before: Phase, after: Phase) -> None:
+        """Every phase the session enters, whoever moved it (the task's thread, a resume's,
+        the monitor's), is published: ``session.json``, the pod's label and ``GET
+        /api/status`` agree. An ended phase is published by :meth:`close` (its record
+        without the secrets)."""
+        if not after.ended:
+            self._record()
 
     async def _watch(self) -> None:
         """Find the pod, mark it, then watch for idleness until reaped or closed."""
@@ -403,6 +428,7 @@ class Session:
         self.notifier = deps.notifier
         self.notifier_known.set()
         deps.samplers = autosaving(deps.samplers, self.save_edits, self.clock(), self.state)
+        deps.labels_pod = False  # the phases it enters are published (_phase_moved)
         if self.peers is not None:
             deps.samplers.append(PeerSampler(self.peers, self.state.touch, self._record))
             if not self.leader:  # the leader warns the owner and deletes the pod
@@ -449,15 +475,21 @@ class Session:
         """The resumed task succeeded: save the fix, say where it is, mail it to the owner."""
         from interactive.session.fix import deliver_fix
 
-        deliver_fix(self)
+        deliver_fix(self.task.name, self.save_edits(), self.snapshot, notifier=self._notifier,
+                    pod=self.pod, clock=self.clock)
+
+    def _notifier(self, timeout: float) -> Any:
+        """Who mails the owner, once the monitor chose it (within ``timeout`` seconds)."""
+        self.notifier_known.wait(timeout)
+        return self.notifier
 
     def reopen(self, excinfo: ExcInfo) -> None:
         """The resumed task failed again: show the new exception, wait again."""
         self._arm(excinfo)
 
     def running(self) -> None:
-        self.state.set(state=Phase.RUNNING)
-        self._record()
+        """The resumed task runs (published by :meth:`_phase_moved`)."""
+        self.state.move(Phase.RUNNING)
 
     def wait(self) -> Command:
         """Block the calling (main) thread until a command arrives."""
@@ -514,7 +546,7 @@ class Session:
     def close(self, final_state: Phase | str) -> None:
         """Stop everything this session started; safe to call twice. Every step runs, even
         when an earlier one fails (each failure is logged once)."""
-        self.state.set(state=final_state)
+        self.state.move(final_state)
         loop, self._loop = self._loop, None
         ide, self.ide = self.ide, None
         control, publisher = self._control, self._publisher

@@ -1,12 +1,12 @@
-"""A resumed task succeeded: save the engineer's fix, say where it is, mail it to the owner."""
+"""A resumed task succeeded: say where the engineer's fix is, mail it to the owner."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from interactive.session.core import Session
     from interactive.storage.workspace import Snapshot
 
 log = logging.getLogger(__name__)
@@ -17,36 +17,42 @@ NOTIFIER_WAIT_SECONDS = 10.0
 does once it has found its pod, whose annotation may name the owner)."""
 
 
-def deliver_fix(session: Session) -> None:
-    """Save the edits made since the session opened, print how to apply them, and mail
-    them to the owner (on a thread of its own: a mail server never holds the task)."""
-    url = session.save_edits()
-    if url is None or session.snapshot is None:
+def deliver_fix(
+    task: str, url: str | None, snapshot: Snapshot | None, *,
+    notifier: Callable[[float], Any], pod: Any, clock: Callable[[], float],
+) -> None:
+    """Print how to apply the fix saved in ``url`` (None: nothing was saved) and mail it to
+    the owner (on a thread of its own: a mail server never holds the task).
+
+    ``notifier(timeout)``: who mails the owner (its ``send(rendered)``), once the session's
+    monitor chose it within ``timeout`` seconds (a resume may come before the monitor found
+    the pod and its owner), or None."""
+    if url is None or snapshot is None:
         return
-    name = session.task.name
     print(
-        f"podcode: your fix of {name} is saved in {url}; apply it to your checkout with: "
-        f"podcode edits {name} | git apply",
+        f"podcode: your fix of {task} is saved in {url}; apply it to your checkout with: "
+        f"podcode edits {task} | git apply",
         flush=True,
     )
-    # A resume may come before the monitor found the pod and its owner: wait for them.
-    session.notifier_known.wait(NOTIFIER_WAIT_SECONDS)
-    if session.notifier is not None:
-        _mail_fix(session, url, session.snapshot)
+    mailer = notifier(NOTIFIER_WAIT_SECONDS)
+    if mailer is not None:
+        _mail_fix(mailer, task, url, snapshot, pod, clock())
 
 
-def _mail_fix(session: Session, url: str, snapshot: Snapshot) -> None:
+def _mail_fix(
+    notifier: Any, task: str, url: str, snapshot: Snapshot, pod: Any, finished_at: float
+) -> None:
     from interactive.culler.notify import send_in_background
     from interactive.kube.labels import describe_pod
     from interactive.storage.edits import git_prefix
     from vscode_config.mail import ResumedMail, render_resumed
 
     mail = ResumedMail(
-        pod=describe_pod(session.pod, None),
-        task=session.task.name,
-        finished_at=session.clock(),
+        pod=describe_pod(pod, None),
+        task=task,
+        finished_at=finished_at,
         edits_url=url,
         patch=snapshot.diff(prefix=git_prefix(snapshot.root)).encode(),
         changed=snapshot.changed(),
     )
-    send_in_background(session.notifier.send, render_resumed(mail))
+    send_in_background(notifier.send, render_resumed(mail))

@@ -3,11 +3,13 @@
 A coroutine's call goes through :func:`interactive.task.runner.call_steps`, as a plain
 function's does (the cache, retries, the Ray job's bug board, ``on_open``, interrupts);
 :func:`run` is its executor. Everything that blocks (opening the session: capture,
-code-server, records; waiting for the engineer's command; saving the fix; closing)
-runs on a thread of its own, never on the loop's shared pool, which a few waiting
-sessions would fill. What must happen in step with the program runs on the loop: the
-patch (no other coroutine runs while the code changes) and the resumed call, awaited
-where the task was awaited. Each failing coroutine gets its own session; the others go
+code-server, records; ``on_open``; waiting for the engineer's command; at a resume the
+record written, the captured inputs loaded, the process group re-formed; reopening
+after a new failure; saving the fix; closing) is a :class:`Blocking` step and runs on a
+thread of its own, never on the loop's shared pool, which a few waiting sessions would
+fill. What must happen in step with the program runs on the loop: the patch (no other
+coroutine runs while the code changes) and the resumed call, awaited where the task
+was awaited. Each failing coroutine gets its own session; the others go
 on. Cancelling the awaiting task ends its session: the edits are saved first, then
 ``CancelledError`` goes on up.
 """

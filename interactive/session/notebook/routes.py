@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from interactive.base import routes as paths
 from interactive.base.phases import RESUMABLE
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
@@ -76,8 +77,8 @@ class Notebook:
         """What ``here`` offers the cells; ``loop`` is the session's, where resume runs."""
         host = self.host
 
-        async def resume() -> dict[str, Any] | None:
-            return host.resume()
+        async def resume() -> dict[str, Any] | None:  # planning: off the loop
+            return await in_thread(host.resume, "resume-plan")
 
         def inputs() -> tuple[tuple[Any, ...], dict[str, Any]]:
             from interactive.inputs.capture import load_inputs
@@ -187,6 +188,6 @@ def add_routes(app: web.Application, notebook: Notebook,
         return web.json_response({"result": result})
 
     app.on_startup.append(bind)
-    app.router.add_post("/api/notebook/open", open_)
-    app.router.add_post("/api/notebook/execute", execute)
-    app.router.add_post("/api/notebook/interrupt", interrupt)
+    app.router.add_post(paths.NOTEBOOK_OPEN, open_)
+    app.router.add_post(paths.NOTEBOOK_EXECUTE, execute)
+    app.router.add_post(paths.NOTEBOOK_INTERRUPT, interrupt)
