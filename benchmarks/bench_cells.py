@@ -4,14 +4,14 @@
   notebook cell that prints 500 MB (50 000 lines of 10 000 bytes) through
   ``POST /api/notebook/execute``; the figure is the rise of the process's peak resident
   memory (``VmHWM``) over its peak just before the cell, in MiB. A cell keeps the first
-  :data:`~interactive.session.notebook.outputs.MAX_PRINTED_BYTES` of its output and
+  :data:`~interactive.doors.notebook.outputs.MAX_PRINTED_BYTES` of its output and
   counts the rest, so the rise is bounded whatever the cell prints (it was about 900 MiB
   when a cell's output was held whole). Baseline: the process's peak before the cell
   (the session's own memory). Goal: at most 64 MiB over it.
 - ``sigterm_exit_s_jupyterlab``: seconds from SIGTERM to a waiting session's process
   serving JupyterLab (``ide="jupyter"``, the server up and answering) until the process
   exited: JupyterLab's process tree is stopped (SIGTERM, then SIGKILL after
-  :data:`~interactive.session.notebook.jupyterlab.STOP_GRACE_SECONDS`) with the rest of
+  :data:`~interactive.doors.notebook.jupyterlab.STOP_GRACE_SECONDS`) with the rest of
   the session. Baseline: the same with ``ide="none"``, interleaved. Goal: at most 0.5 s.
 
 Run: ``python benchmarks/bench_cells.py``; ``python benchmarks/run.py --merge bench_cells``

@@ -2,7 +2,7 @@
 answers, and what it costs a session that nobody uses.
 
 The real language server (basedpyright's ``langserver.index.js``, installed with the
-``[lsp]`` extra: :func:`interactive.session.language.server_module`) runs on
+``[lsp]`` extra: :func:`interactive.doors.language.server_module`) runs on
 code-server's own Node.js (the node that code-server's launcher runs, found beside the
 code-server that ``server_bootstrap`` locates; nothing is installed here: without one,
 the ``node`` on PATH, and the entries say which). The benchmark drives it as the
@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import usage  # noqa: E402
 from benchmarks.harness import RUNS, figure, interleaved, seconds  # noqa: E402
-from interactive.session.language import server_module  # noqa: E402
+from interactive.doors.language import server_module  # noqa: E402
 from server_bootstrap.config import CodeServerConfig  # noqa: E402
 from server_bootstrap.errors import BootstrapError  # noqa: E402
 from server_bootstrap.locate import find_code_server  # noqa: E402

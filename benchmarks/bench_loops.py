@@ -123,7 +123,7 @@ def control_p99(root: Path, run: int) -> tuple[float, float, int]:
     """(p99 ms of status while a resume plans, p99 ms while nothing plans, requests)."""
     from interactive.base.loop import LoopThread
     from interactive.base.ports import listen_socket
-    from interactive.session.control import ControlServer
+    from interactive.doors.control import ControlServer
     from interactive.storage.workspace import Snapshot
 
     name = f"bench_loops_mod{run}"

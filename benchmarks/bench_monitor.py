@@ -44,15 +44,15 @@ from benchmarks.harness import RUNS, figure  # noqa: E402
 from interactive.base.settings import IdleSettings, build_settings  # noqa: E402
 from interactive.base.smtp import parse_smtp_url  # noqa: E402
 from interactive.base.state import SessionState  # noqa: E402
-from interactive.culler.activity import (  # noqa: E402
+from interactive.reaper.activity import (  # noqa: E402
     OWN_THREAD_PREFIXES,
     CpuSampler,
     FileSampler,
     GpuSampler,
 )
-from interactive.culler.cleanup import cleanup  # noqa: E402
-from interactive.culler.monitor import MonitorDeps, run_monitor  # noqa: E402
-from interactive.culler.notify import EmailNotifier, Notifier  # noqa: E402
+from interactive.reaper.cleanup import cleanup  # noqa: E402
+from interactive.reaper.monitor import MonitorDeps, run_monitor  # noqa: E402
+from interactive.reaper.notify import EmailNotifier, Notifier  # noqa: E402
 from interactive.storage.backends import open_store  # noqa: E402
 from interactive.storage.workspace import Snapshot  # noqa: E402
 

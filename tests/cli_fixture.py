@@ -22,7 +22,7 @@ from interactive.base.errors import ResumeConflict
 from interactive.base.ports import listen_socket
 from interactive.base.state import SessionState
 from interactive.cli import Console, run
-from interactive.session.control import ControlServer
+from interactive.doors.control import ControlServer
 
 if TYPE_CHECKING:
     from tests.fake_kube import FakeKube
@@ -52,7 +52,7 @@ class Controls:
 
     def keepalive(self, seconds: float) -> float | None:
         from interactive.base.settings import IdleSettings
-        from interactive.culler.monitor import keepalive
+        from interactive.reaper.monitor import keepalive
 
         self.calls.append(("keepalive", seconds))
         return keepalive(self.state, IdleSettings(), seconds, now=NOW)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from interactive.base.threads import start_thread
-from interactive.culler.activity import CpuSampler, FileSampler, own_writes
+from interactive.reaper.activity import CpuSampler, FileSampler, own_writes
 from tests.waiting import wait_until
 
 BURN = "import time\nwhile time.process_time() < {seconds}: pass\n"
@@ -93,7 +93,7 @@ def test_large_trees_are_bounded(workspace: Path, caplog: pytest.LogCaptureFixtu
     for index in range(10):
         (workspace / f"f{index}.txt").write_text("x")
     sampler = FileSampler(workspace, max_files=5)
-    caplog.set_level(logging.WARNING, logger="interactive.culler.activity")
+    caplog.set_level(logging.WARNING, logger="interactive.reaper.activity")
     assert sampler.sample(0.0).value == 5.0
     assert sampler.sample(1.0).value == 5.0
     assert len([r for r in caplog.records if "only the first 5" in r.getMessage()]) == 1
@@ -107,7 +107,7 @@ def test_excluded_files_and_folders_are_not_activity(workspace: Path, excluded: 
     sampler = FileSampler(workspace, exclude=lambda: [log_file, state] if excluded else [])
     sampler.sample(0.0)
     with log_file.open("a") as handle:
-        handle.write("INFO interactive.culler.monitor: activity: none\n")
+        handle.write("INFO interactive.reaper.monitor: activity: none\n")
     (state / "heartbeat").write_text("")
     assert sampler.sample(1.0).active is not excluded
     bump(workspace / "train.py")  # the user's edit still counts
@@ -144,13 +144,13 @@ def test_own_writes_names_logging_files_home_and_code_servers_data(tmp_path: Pat
 OWN_LOG = """
 import logging, os, sys, time
 from pathlib import Path
-from interactive.culler.activity import FileSampler
+from interactive.reaper.activity import FileSampler
 
 workspace = Path(sys.argv[1])
 sampler = FileSampler(workspace)
 sampler.sample(0.0)
 for _ in range(3):
-    logging.getLogger("interactive.culler.monitor").warning("idle monitor: still waiting")
+    logging.getLogger("interactive.reaper.monitor").warning("idle monitor: still waiting")
     print("a print of the waiting task", flush=True)
     time.sleep(0.02)
 quiet = sampler.sample(1.0).active

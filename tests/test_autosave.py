@@ -15,8 +15,8 @@ import pytest
 
 from interactive.base.phases import Phase
 from interactive.base.state import SessionState
-from interactive.culler.activity import FileSampler
-from interactive.culler.idle import Sample
+from interactive.reaper.activity import FileSampler
+from interactive.reaper.idle import Sample
 from interactive.session.autosave import AutosavingFiles, EditSaver, autosaving
 from interactive.storage.edits import SaveLimits
 from interactive.storage.workspace import Snapshot

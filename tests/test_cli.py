@@ -1,6 +1,6 @@
 """The podcode CLI: list, the local session's verbs, and every verb's error paths.
 
-The session side is real: ``interactive.session.control``'s API served on loopback,
+The session side is real: ``interactive.doors.control``'s API served on loopback,
 the session.json the core writes; the cluster is the in-process API server.
 """
 

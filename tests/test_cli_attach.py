@@ -1,5 +1,5 @@
 """``podcode attach`` and ``podcode debug`` end to end: the real client, the in-process API
-server's port-forward, and a real control API (``interactive.session.control``) behind it."""
+server's port-forward, and a real control API (``interactive.doors.control``) behind it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 from interactive.base.errors import ResumeConflict
 from interactive.base.ports import listen_socket
 from interactive.base.state import SessionState
-from interactive.session.control import ControlServer, OneLineFilter
+from interactive.doors.control import ControlServer, OneLineFilter
 from tests.cli_fixture import served_api
 
 
@@ -257,7 +257,7 @@ async def test_malformed_request_is_one_line_without_its_bytes(
     caplog.set_level(logging.DEBUG)
     request = b"GET /api/status HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n\r\n"
     assert (await answer_to(connect, request)).startswith(b"HTTP/1.0 400")
-    ours = ("aiohttp", "interactive.session.control")
+    ours = ("aiohttp", "interactive.doors.control")
     records = [r for r in caplog.records if r.name.startswith(ours)]
     assert len(records) == 1, [r.getMessage() for r in records]
     (record,) = records

@@ -27,9 +27,9 @@ from interactive.base.control_client import (
     ControlUnreachable,
     refusal,
 )
-from interactive.session.control import build_app
-from interactive.session.desktop import Desktop
-from interactive.session.notebook.routes import Notebook
+from interactive.doors.control import build_app
+from interactive.doors.desktop import Desktop
+from interactive.doors.notebook.routes import Notebook
 from tests import notebook_fixture
 from tests.cli_fixture import Controls, served_api
 from tests.notebook_fixture import Host, failure_of_failing

@@ -10,9 +10,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from interactive.culler import dcgm
-from interactive.culler.gpu import GpuSampler, visible_gpus
-from interactive.culler.pidns import ProcessView, in_root_namespace, nspid
+from interactive.reaper import dcgm
+from interactive.reaper.gpu import GpuSampler, visible_gpus
+from interactive.reaper.pidns import ProcessView, in_root_namespace, nspid
 from tests.codeserver_fixture import Files
 from tests.fake_nvml import (
     DRIVER_NOT_LOADED,
@@ -141,7 +141,7 @@ def test_mig_slices_are_the_parents_children_and_are_recognised(
     environ = {"CUDA_VISIBLE_DEVICES": SLICES[1].uuid}
     gpus = sampler(monkeypatch, mig_node(), fake_proc(tmp_path, HOST, [100]), environ,
                    note=notes.append)
-    caplog.set_level(logging.INFO, logger="interactive.culler.gpu")
+    caplog.set_level(logging.INFO, logger="interactive.reaper.gpu")
     assert gpus.sample(0.0).value is None  # NVML has no utilisation on MIG
     assert "no visible GPU" not in caplog.text
     (note,) = notes
@@ -226,7 +226,7 @@ def test_no_driver_is_said_once_and_then_stays_out_of_the_way(
 ) -> None:
     library = install(monkeypatch, [Device("GPU-aaaa")], init_error=DRIVER_NOT_LOADED)
     gpus = GpuSampler(5.0, environ={}, nvml=pynvml)
-    caplog.set_level(logging.INFO, logger="interactive.culler.gpu")
+    caplog.set_level(logging.INFO, logger="interactive.reaper.gpu")
     for now in range(5):
         sample = gpus.sample(float(now))
         assert (sample.active, sample.value) == (False, None)

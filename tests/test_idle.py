@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from interactive.base.settings import build_settings
-from interactive.culler.idle import (
+from interactive.reaper.idle import (
     Activity,
     IdleWarning,
     Kind,

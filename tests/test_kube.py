@@ -30,7 +30,7 @@ def test_a_session_imports_the_kubernetes_client_only_where_it_finds_its_pod(
     imports nothing (a session that ends at once does not wait at exit for that import)."""
     fake_kube.add_pod("train-0", "ml")
     code = (
-        "import sys, interactive.session.core, interactive.session.control\n"
+        "import sys, interactive.session.core, interactive.doors.control\n"
         "from interactive.kube import discover_pod\n"
         "before = 'kubernetes' in sys.modules\n"
         "print(before, discover_pod() is not None, 'kubernetes' in sys.modules)\n"

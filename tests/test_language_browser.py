@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from interactive.session.language import server_module
+from interactive.doors.language import server_module
 from tests.browser import (
     ARTIFACTS,
     MARKS,

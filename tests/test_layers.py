@@ -24,15 +24,15 @@ LAYERS: dict[str, set[str]] = {
     "base": set(),
     "storage": {"base"},
     "kube": {"base"},
-    "culler": {"base", "storage", "kube"},
-    "distributed": {"base", "storage", "kube", "culler"},
+    "reaper": {"base", "storage", "kube"},
+    "distributed": {"base", "storage", "kube", "reaper"},
     "inputs": {"base", "storage"},
     "resume": {"base", "storage", "inputs"},
-    "doors": {"base", "storage", "kube", "culler", "distributed", "inputs"},
-    "session": {"base", "storage", "kube", "culler", "distributed", "inputs", "resume", "doors"},
+    "doors": {"base", "storage", "kube", "reaper", "distributed", "inputs"},
+    "session": {"base", "storage", "kube", "reaper", "distributed", "inputs", "resume", "doors"},
     "ray": {"base", "storage", "resume"},
     "task": {
-        "base", "storage", "kube", "culler", "distributed", "inputs", "resume", "session", "ray",
+        "base", "storage", "kube", "reaper", "distributed", "inputs", "resume", "session", "ray",
         "doors",
     },
     "agent": {"base", "storage", "kube"},
@@ -130,7 +130,7 @@ def test_import_interactive_loads_no_heavy_dependency() -> None:
 
 def test_the_cli_never_imports_the_session_runtime() -> None:
     loaded = modules_loaded_by("import interactive.cli")
-    runtime = {"session", "task", "culler", "distributed", "inputs", "resume"}
+    runtime = {"session", "task", "reaper", "distributed", "inputs", "resume"}
     assert not {layer_of(m) for m in loaded} & runtime
     assert "debugpy" not in {m.split(".")[0] for m in loaded}
 

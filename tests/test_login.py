@@ -8,8 +8,8 @@ import pytest
 
 from interactive.base.ports import listen_socket
 from interactive.base.state import SessionState
-from interactive.session.control import ControlServer
-from interactive.session.login import LINK_SECONDS, LoginLinks, loopback_origin
+from interactive.doors.control import ControlServer
+from interactive.doors.login import LINK_SECONDS, LoginLinks, loopback_origin
 
 IDE = "http://127.0.0.1:8080/"
 

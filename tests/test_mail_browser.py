@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from interactive.base.smtp import parse_smtp_url
-from interactive.culler.notify import EmailNotifier
+from interactive.reaper.notify import EmailNotifier
 from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, MARKS
 from tests.mail_fixture import OWNER, warning_mail
 from tests.smtp_fixture import SmtpServer

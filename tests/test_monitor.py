@@ -14,11 +14,11 @@ import pytest
 from interactive.base.settings import IdleSettings, MailSettings, build_settings
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
-from interactive.culler.activity import CpuSampler, FileSampler, GpuSampler
-from interactive.culler.idle import Sample
-from interactive.culler.monitor import MonitorDeps, default_deps, keepalive, run_monitor
-from interactive.culler.notify import EmailNotifier
-from tests.culler_fakes import FakeNotifier, FakePod
+from interactive.reaper.activity import CpuSampler, FileSampler, GpuSampler
+from interactive.reaper.idle import Sample
+from interactive.reaper.monitor import MonitorDeps, default_deps, keepalive, run_monitor
+from interactive.reaper.notify import EmailNotifier
+from tests.reaper_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
 
 SETTINGS = build_settings(
@@ -210,7 +210,7 @@ async def test_failures_are_logged_and_the_monitor_goes_on(
 ) -> None:
     broken = BrokenSampler()
     harness.pod.broken = True
-    caplog.set_level(logging.ERROR, logger="interactive.culler.monitor")
+    caplog.set_level(logging.ERROR, logger="interactive.reaper.monitor")
 
     await harness.run(SETTINGS, broken)
 

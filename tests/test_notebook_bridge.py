@@ -21,9 +21,9 @@ import pytest
 from interactive.base.files import write_json
 from interactive.base.phases import Phase
 from interactive.base.settings import EditorSettings
-from interactive.session.ide import start_ide
-from interactive.session.notebook import jupyterlab
-from interactive.session.notebook.jupyterlab import KERNEL_NAME, command_line, kernel_spec, prepare
+from interactive.doors.ide import start_ide
+from interactive.doors.notebook import jupyterlab
+from interactive.doors.notebook.jupyterlab import KERNEL_NAME, command_line, kernel_spec, prepare
 from tests import notebook_fixture
 from tests.cli_fixture import served_api
 from tests.notebook_fixture import Host, failure_of_failing
@@ -252,7 +252,7 @@ async def test_a_jupyterlab_that_exits_is_started_again_on_its_port(
 
 def test_an_answer_that_breaks_off_is_an_error_not_a_crash(tmp_path: Path) -> None:
     """The session's process dies mid-answer: the kernel says so in the cell."""
-    from interactive.session.notebook.bridge import post
+    from interactive.doors.notebook.bridge import post
     from tests.notebook_fixture import FIRST_PRINT, dying_session
 
     session_file = tmp_path / "session.json"
@@ -273,7 +273,7 @@ def test_the_kernel_imports_ipykernel_the_standard_library_and_the_one_client() 
     import sys
 
     from interactive.base import control_client
-    from interactive.session.notebook import bridge
+    from interactive.doors.notebook import bridge
 
     def imported(module: Any) -> set[str]:
         tree = ast.parse(Path(module.__file__).read_text())

@@ -118,7 +118,7 @@ async def test_cells_run_in_the_failed_frame_and_resume_the_task(
             await in_outputs(page, "text=KeyboardInterrupt", count=2)
 
             job.write("helpers.py", MIDDLE_FIXED)
-            await run_cells(page, [("from interactive.session.notebook import here\n"
+            await run_cells(page, [("from interactive.doors.notebook import here\n"
                                     "here.resume()", None)])
             assert job.wait_exit(timeout=60) == 0
         except BaseException:

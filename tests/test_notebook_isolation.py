@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from interactive.session.notebook import jupyterlab
-from interactive.session.notebook.jupyterlab import (
+from interactive.doors.notebook import jupyterlab
+from interactive.doors.notebook.jupyterlab import (
     KERNEL_NAME,
     isolated_environ,
     kernel_spec,

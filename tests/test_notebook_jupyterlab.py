@@ -112,7 +112,7 @@ async def test_jupyterlab_cells_run_in_the_failed_frame_and_resume_the_task(
             assert time.monotonic() - asked < 30  # it would never end by itself
 
             job.write("helpers.py", MIDDLE_FIXED)
-            await run_cell(page, "from interactive.session.notebook import here\nhere.resume()")
+            await run_cell(page, "from interactive.doors.notebook import here\nhere.resume()")
             assert job.wait_exit(timeout=60) == 0
         except BaseException:
             await page.screenshot(path=str(ARTIFACTS / "jupyterlab-failure.png"))

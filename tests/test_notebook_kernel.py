@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from interactive.base.types import ExcInfo
-from interactive.session.notebook import outputs
-from interactive.session.notebook.kernel import FrameKernel, failed_frame, namespace, split
+from interactive.doors.notebook import outputs
+from interactive.doors.notebook.kernel import FrameKernel, failed_frame, namespace, split
 
 WAIT = 60.0
 
@@ -80,7 +80,7 @@ def test_a_cell_sees_the_frames_locals_and_globals(kernel: FrameKernel) -> None:
 
 
 def test_the_helpers_are_there_as_here_unless_the_frame_has_a_here(kernel: FrameKernel) -> None:
-    assert plain(run(kernel, "here.__name__")) == ["'interactive.session.notebook.here'"]
+    assert plain(run(kernel, "here.__name__")) == ["'interactive.doors.notebook.here'"]
     assert namespace_of({"here": 7})["here"] == 7  # the frame's own name wins
 
 
@@ -267,7 +267,7 @@ def test_a_cell_that_prints_without_end_keeps_only_the_head_and_says_how_much_we
 
 
 def test_the_spool_keeps_bytes_not_characters_and_never_half_of_one() -> None:
-    from interactive.session.notebook.streams import Spool
+    from interactive.doors.notebook.streams import Spool
 
     spool = Spool(limit=6)
     assert spool.keep("ab") == "ab" and spool.dropped == 0

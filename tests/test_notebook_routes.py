@@ -17,7 +17,7 @@ import pytest
 
 from interactive.base.phases import Phase
 from interactive.base.settings import EditorSettings, Settings
-from interactive.session.notebook import routes
+from interactive.doors.notebook import routes
 from tests.cli_fixture import served_api
 from tests.notebook_fixture import Host, failure_of_failing
 
@@ -107,7 +107,7 @@ async def test_cells_run_in_the_failed_frame_while_the_task_waits(api) -> None:
 
 async def test_a_cell_calls_the_sessions_helpers(api) -> None:
     host, client, _ = api
-    error = await _cell(client, "from interactive.session.notebook import here\nhere.error()")
+    error = await _cell(client, "from interactive.doors.notebook import here\nhere.error()")
     printed = "".join(o.get("text", "") for o in error["outputs"])
     assert "ValueError: total too large: 12" in printed and "_failing" in printed, error
     resumed = await _cell(client, "here.resume()")
@@ -137,7 +137,7 @@ async def test_a_running_cell_keeps_the_session_active(
 
 
 def test_a_distributed_tasks_kernel_names_its_local_rank() -> None:
-    from interactive.session.notebook.starter import label
+    from interactive.doors.notebook.starter import label
 
     assert label("train") == "podcode: train (failed frame)"
     assert label("train", 1) == "podcode: train, local rank 1 (failed frame)"
@@ -166,7 +166,7 @@ async def test_a_streamed_cell_sends_its_prints_as_they_come(api) -> None:
 
 
 def test_streamed_prints_are_merged_and_capped() -> None:
-    from interactive.session.notebook import printed
+    from interactive.doors.notebook import printed
 
     loop = asyncio.new_event_loop()
     try:
@@ -186,7 +186,7 @@ async def test_stopping_the_api_never_waits_for_a_cell_in_native_code(tmp_path: 
     behind it: the API's stop answers both at once (left running, not run) and returns
     while the first still blocks, on a thread nothing waits for."""
     from interactive.base.ports import listen_socket
-    from interactive.session.control import ControlServer
+    from interactive.doors.control import ControlServer
     from tests import notebook_fixture
 
     host, failure = Host(tmp_path), failure_of_failing()
@@ -259,7 +259,7 @@ async def test_status_answers_while_a_cells_resume_plans(tmp_path: Path) -> None
     host, failure = SlowPlan(tmp_path), failure_of_failing()
     async with served_api(host, failure=lambda: failure) as (client, _):
         cell = asyncio.create_task(
-            _cell(client, "from interactive.session.notebook import here\nhere.resume()"))
+            _cell(client, "from interactive.doors.notebook import here\nhere.resume()"))
         assert await asyncio.to_thread(host.planning.wait, 20)
         async with client.get("/api/status") as response:
             assert response.status == 200

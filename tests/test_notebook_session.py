@@ -38,7 +38,7 @@ def middle(values):
 if __name__ == "__main__":
     print("RESULT", middle([1, 2, 3]))
 """
-HERE = "from interactive.session.notebook import here\n"
+HERE = "from interactive.doors.notebook import here\n"
 
 
 def call(record: dict[str, Any], path: str, body: Any = None, timeout: float = 120) -> Any:

@@ -12,7 +12,7 @@ import pytest
 from interactive.base.errors import SettingError
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
-from interactive.culler.notify import EmailNotifier, build_notifier, resolve_owner
+from interactive.reaper.notify import EmailNotifier, build_notifier, resolve_owner
 from tests.mail_fixture import IDLE_SINCE, OWNER, REAP_AT, SECRET, warning_mail
 from tests.smtp_fixture import SmtpServer, client_context, free_port, start_server
 from vscode_config.mail import FinalMail, utc
@@ -136,7 +136,7 @@ async def test_server_down_is_retried_with_backoff_and_logged(
     sleep = NoSleep()
     notifier = EmailNotifier(config, "podcode@pod", OWNER, sleep=sleep, attempts=4,
                              first_delay_seconds=1.5)
-    caplog.set_level(logging.DEBUG, logger="interactive.culler.notify")
+    caplog.set_level(logging.DEBUG, logger="interactive.reaper.notify")
 
     assert await notifier.send_warning(warning_mail()) is False
 

@@ -184,7 +184,7 @@ def test_what_a_broken_group_raises_is_told_from_a_bug() -> None:
 def test_each_rank_endpoint_names_where_that_ranks_record_is(tmp_path: Path) -> None:
     """The IDE's notebook finds another rank's control API through its record."""
     from interactive.base.settings import PortSettings
-    from interactive.session.vscode_files import RankEndpoint, rank_endpoints
+    from interactive.doors.vscode_files import RankEndpoint, rank_endpoints
 
     write(tmp_path, 0, state="waiting", debug={"host": "127.0.0.1", "port": 7001})
     endpoints = rank_endpoints(Peers(tmp_path, PEER), ("127.0.0.1", 7002), PortSettings())

@@ -20,7 +20,7 @@ import pytest
 
 from interactive.base.context import current_task
 from interactive.base.loop import LoopThread
-from interactive.culler.notify import in_thread
+from interactive.reaper.notify import in_thread
 from interactive.session import postmortem
 from tests.dap import DapClient
 from tests.session_fixture import Job

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from interactive.culler.proctree import TreeReader, children_map, descendants, read_table
+from interactive.reaper.proctree import TreeReader, children_map, descendants, read_table
 
 GRANDCHILD = (
     "import subprocess, sys, time\n"

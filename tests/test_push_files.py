@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from interactive.base.files import TEMP_SUFFIX
-from interactive.session.desktop import Desktop
+from interactive.doors.desktop import Desktop
 from tests.cli_fixture import Controls, served_api
 
 

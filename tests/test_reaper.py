@@ -14,14 +14,14 @@ import pytest
 from interactive.base.settings import HookSettings
 from interactive.base.smtp import parse_smtp_url
 from interactive.base.state import SessionState
-from interactive.culler.cleanup import cleanup, run_hook
-from interactive.culler.notify import EmailNotifier
+from interactive.reaper.cleanup import cleanup, run_hook
+from interactive.reaper.notify import EmailNotifier
 from interactive.storage import edits
 from interactive.storage.backends import open_store
 from interactive.storage.edits import edits_folder
 from interactive.storage.store import Store
 from interactive.storage.workspace import Snapshot
-from tests.culler_fakes import FakeNotifier, FakePod
+from tests.reaper_fakes import FakeNotifier, FakePod
 from tests.smtp_fixture import SmtpServer
 
 NOW = 1_700_000_000.0  # 2023-11-14T22:13:20Z

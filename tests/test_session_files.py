@@ -13,8 +13,8 @@ from pathlib import Path
 
 from interactive.base.identity import own_session_id, process_started, session_id
 from interactive.base.types import TaskRef
-from interactive.session import vscode_files
-from interactive.session.vscode_files import (
+from interactive.doors import vscode_files
+from interactive.doors.vscode_files import (
     HOST,
     prune_dead_sessions,
     restore_workspace,

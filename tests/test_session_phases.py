@@ -21,8 +21,8 @@ from interactive.base.phases import Phase
 from interactive.base.settings import build_settings
 from interactive.base.threads import service_executor
 from interactive.base.types import TaskRef
-from interactive.culler.idle import IdleWarning
-from interactive.culler.monitor import MonitorDeps, _Monitor
+from interactive.reaper.idle import IdleWarning
+from interactive.reaper.monitor import MonitorDeps, _Monitor
 from interactive.session import core
 from interactive.session.core import Session
 from interactive.session.publish import Publisher

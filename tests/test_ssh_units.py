@@ -25,8 +25,8 @@ from interactive.cli import split_command
 from interactive.cli.control_cmds import pushed_files
 from interactive.cli.errors import CliError
 from interactive.cli.ssh_cmd import alias_of, config_block, pin, proxy_argv
-from interactive.session.desktop import Desktop, Refused, decode_files, inside
-from interactive.session.ssh import (
+from interactive.doors.desktop import Desktop, Refused, decode_files, inside
+from interactive.doors.ssh import (
     Activity,
     KeyError_,
     SshEndpoint,
@@ -35,7 +35,7 @@ from interactive.session.ssh import (
     parse_keys,
     task_environ,
 )
-from interactive.session.ssh_start import NOT_INSTALLED, record_fields, start_ssh
+from interactive.doors.ssh_start import NOT_INSTALLED, record_fields, start_ssh
 from tests.cli_fixture import Controls, served_api
 
 KEY = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
@@ -73,7 +73,7 @@ def test_an_endpoint_accepts_the_keys_it_was_given_and_pushed_ones_up_to_a_bound
         assert endpoint.authorize(other).startswith("SHA256:")
         assert endpoint.accepts(other)
         assert endpoint.host_public_key.startswith("ssh-ed25519 AAAA")
-        monkeypatch.setattr("interactive.session.ssh.MAX_KEYS", 2)
+        monkeypatch.setattr("interactive.doors.ssh.MAX_KEYS", 2)
         with pytest.raises(KeyError_, match="already accepts 2 keys"):
             endpoint.authorize(asyncssh.generate_private_key("ssh-ed25519"))
         endpoint.authorize(given)  # one it has is no new key
@@ -86,7 +86,7 @@ async def test_only_connections_still_logging_in_count_against_the_bound(
 ) -> None:
     """With the bound at 2: two silent connections fill it and a key login is refused; a
     logged-in connection does not count, and a closed one frees its place."""
-    monkeypatch.setattr("interactive.session.ssh.MAX_UNAUTHENTICATED", 2)
+    monkeypatch.setattr("interactive.doors.ssh.MAX_UNAUTHENTICATED", 2)
     user = asyncssh.generate_private_key("ssh-ed25519")
     endpoint = SshEndpoint(listen_socket("127.0.0.1", 0), workspace=tmp_path, environ={},
                            activity=Activity(lambda: None, lambda: 0.0),
@@ -190,8 +190,8 @@ def test_a_session_without_ssh_or_without_asyncssh_says_so_only_when_asked(
         off = build_settings({"ssh": False, "ssh_port": 0}, {})
         assert start_ssh(loop, off, bind="127.0.0.1", port=0, workspace=tmp_path,
                          session="1-2", state=state) is None
-        monkeypatch.setitem(sys.modules, "interactive.session.ssh", None)  # not installed
-        monkeypatch.delattr("interactive.session.ssh")
+        monkeypatch.setitem(sys.modules, "interactive.doors.ssh", None)  # not installed
+        monkeypatch.delattr("interactive.doors.ssh")
         default = build_settings({"ssh_port": 0}, {})
         assert start_ssh(loop, default, bind="127.0.0.1", port=0, workspace=tmp_path,
                          session="1-2", state=state) is None
@@ -303,7 +303,7 @@ async def test_a_push_over_the_bound_is_refused_as_it_arrives(
     desktop_api: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     client, _, _ = desktop_api
-    monkeypatch.setattr("interactive.session.desktop.MAX_PUSH_BYTES", 1024)
+    monkeypatch.setattr("interactive.doors.desktop.MAX_PUSH_BYTES", 1024)
     big = base64.b64encode(b"x" * 4096).decode()
     async with client.post("/api/files", json={"files": {"big.py": big}}) as response:
         assert response.status == 400

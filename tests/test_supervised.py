@@ -160,7 +160,7 @@ async def test_supervise_before_start_is_an_error(tmp_path: Path) -> None:
 
 
 def test_the_servers_errors_share_one_base() -> None:
-    from interactive.session.notebook.jupyterlab import JupyterLab, JupyterUnavailable
+    from interactive.doors.notebook.jupyterlab import JupyterLab, JupyterUnavailable
     from server_bootstrap.codeserver import CodeServer
 
     assert issubclass(CodeServerStartError, ServerStartError)

@@ -10,7 +10,7 @@ import pytest
 
 import interactive
 from interactive.base.types import TaskRef
-from interactive.session.vscode_files import RankEndpoint, write_configurations
+from interactive.doors.vscode_files import RankEndpoint, write_configurations
 from vscode_config import vscode
 from vscode_config.templates import render
 
@@ -227,7 +227,7 @@ USERS_LAUNCH = """{
 
 
 def test_the_users_launch_json_comes_back_as_it_was(tmp_path: Path) -> None:
-    from interactive.session.vscode_files import restore_workspace
+    from interactive.doors.vscode_files import restore_workspace
 
     folder = tmp_path / ".vscode"
     folder.mkdir()
@@ -242,7 +242,7 @@ def test_the_users_launch_json_comes_back_as_it_was(tmp_path: Path) -> None:
 
 
 def test_a_workspace_without_vscode_is_left_without_it(tmp_path: Path) -> None:
-    from interactive.session.vscode_files import restore_workspace
+    from interactive.doors.vscode_files import restore_workspace
 
     write(tmp_path, tmp_path / "home")
     restore_workspace(tmp_path)
@@ -250,7 +250,7 @@ def test_a_workspace_without_vscode_is_left_without_it(tmp_path: Path) -> None:
 
 
 def test_a_file_edited_during_the_session_is_kept(tmp_path: Path) -> None:
-    from interactive.session.vscode_files import restore_workspace
+    from interactive.doors.vscode_files import restore_workspace
 
     write(tmp_path, tmp_path / "home")
     settings = tmp_path / ".vscode" / "settings.json"
@@ -266,7 +266,7 @@ def test_a_rank_of_another_process_restoring_the_same_files_first_is_no_error(
 ) -> None:
     """Ranks of one pod share the workspace, each in its own process: the one that restores
     a file second finds it gone between its look and its read."""
-    from interactive.session import vscode_files
+    from interactive.doors import vscode_files
 
     write(tmp_path, tmp_path / "home")
     digest = vscode_files._digest
@@ -285,7 +285,7 @@ def test_two_sessions_of_one_process_share_the_workspace_until_the_last_closes(
 ) -> None:
     """Each session's configurations and companion file are there while it is open; the
     folder is put back when the last one closes."""
-    from interactive.session.vscode_files import restore_workspace
+    from interactive.doors.vscode_files import restore_workspace
 
     folder = tmp_path / ".vscode"
     folder.mkdir()

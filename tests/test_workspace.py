@@ -125,7 +125,7 @@ def test_a_file_written_while_the_snapshot_reads_it_keeps_the_text_its_stamp_has
 
 def _configurations(workspace: Path, session: str) -> None:
     from interactive.base.types import TaskRef
-    from interactive.session import vscode_files
+    from interactive.doors import vscode_files
 
     vscode_files.write_configurations(
         workspace, TaskRef("jobs.train", "jobs", "train", None), home=workspace.parent / "h",
@@ -139,7 +139,7 @@ def test_another_sessions_files_in_the_workspace_are_not_edits(
     """Two sessions of one workspace: what the other one writes into .vscode (its merged
     launch.json and settings.json, its session files and their temporaries, its notebook)
     and what it puts back when it ends are not this session's edits."""
-    from interactive.session import vscode_files
+    from interactive.doors import vscode_files
 
     workspace = tmp_path / "ws"
     (workspace / ".vscode").mkdir(parents=True)

@@ -36,8 +36,8 @@ from interactive.base.identity import process_started, same_start
 from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import FILE, SessionRecord, write_session
 from interactive.base.threads import start_thread
-from interactive.culler.idle import Sample
 from interactive.distributed.ranks import RankInfo
+from interactive.reaper.idle import Sample
 
 log = logging.getLogger(__name__)
 

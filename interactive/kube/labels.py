@@ -1,9 +1,9 @@
 """How podcode marks and names a pod: labels, annotations, the event source, the selector
-of sessions, annotation times (RFC 3339), and the pod as the culler sees it.
+of sessions, annotation times (RFC 3339), and the pod as the reaper sees it.
 
 Both sides use these names: the pod writes them (:mod:`interactive.kube.pod`), the CLI
 reads them (:mod:`interactive.kube.cluster`). Nothing here imports ``kubernetes``, so the
-culler may import it freely.
+reaper may import it freely.
 """
 
 from __future__ import annotations

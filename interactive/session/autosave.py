@@ -25,8 +25,8 @@ from typing import Protocol
 
 from interactive.base.phases import Phase
 from interactive.base.state import SessionState
-from interactive.culler.activity import FileSampler, Sampler
-from interactive.culler.idle import Sample
+from interactive.reaper.activity import FileSampler, Sampler
+from interactive.reaper.idle import Sample
 from interactive.storage.edits import SavedEdits, SaveLimits, SaveLog, WorkspaceChanges
 
 logger = logging.getLogger(__name__)

@@ -42,21 +42,22 @@ from interactive.base.threads import get_interruptibly
 from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
 from interactive.distributed.peers import Peers, PeerSampler, rank_home, set_in_session
 from interactive.distributed.peers import current as current_peers
+from interactive.doors import vscode_files
+from interactive.doors.desktop import Desktop
+from interactive.doors.ide import Ide, ide_address, keep_serving, start_ide
+from interactive.doors.language import language_server
+from interactive.doors.ssh_start import record_fields, start_ssh
 from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
-from interactive.session import postmortem, vscode_files
+from interactive.session import postmortem
 from interactive.session.autosave import EditSaver, autosaving
-from interactive.session.desktop import Desktop
-from interactive.session.ide import Ide, ide_address, keep_serving, start_ide
-from interactive.session.language import language_server
 from interactive.session.publish import Publisher
-from interactive.session.ssh_start import record_fields, start_ssh
 from interactive.session.watchdog import Watchdog, start_watchdog
 from interactive.storage.workspace import Snapshot
 
 if TYPE_CHECKING:
-    from interactive.session.control import ControlServer
+    from interactive.doors.control import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ class Session:
         self.notifier: Any = None
         self.notifier_known = threading.Event()  # set once the monitor chose the notifier
         self.ssh: Any = None
-        """The SSH endpoint (:class:`interactive.session.ssh.SshEndpoint`), if it serves."""
+        """The SSH endpoint (:class:`interactive.doors.ssh.SshEndpoint`), if it serves."""
         self._publisher: Publisher | None = None
         self._resume_lock = threading.Lock()
         """Held while a resume plans: one at a time."""
@@ -212,7 +213,7 @@ class Session:
         return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status()}
 
     def keepalive(self, seconds: float) -> float | None:
-        from interactive.culler.monitor import keepalive
+        from interactive.reaper.monitor import keepalive
 
         return keepalive(self.state, self.settings.idle, seconds)
 
@@ -252,7 +253,7 @@ class Session:
         self._watchdog: Watchdog | None = start_watchdog(paths, marker=(SESSION_VARIABLE, self.id))
         if self._watchdog is not None:
             self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
-        from interactive.session.control import ControlServer  # aiohttp: while the IDE boots
+        from interactive.doors.control import ControlServer  # aiohttp: while the IDE boots
         self._control = ControlServer(self, self.token, control_sock, password=self.password
                                       if self.settings.editor.ide == "code-server" else None,
                                       editors=Desktop(self.workspace, lambda: self.ssh),
@@ -400,8 +401,8 @@ class Session:
 
     async def _watch(self) -> None:
         """Find the pod, mark it, then watch for idleness until reaped or closed."""
-        from interactive.culler.monitor import default_deps, run_monitor
         from interactive.kube import discover_pod
+        from interactive.reaper.monitor import default_deps, run_monitor
 
         if self.leader:  # one rank speaks for the pod
             self.pod = await asyncio.to_thread(discover_pod)
@@ -438,7 +439,7 @@ class Session:
         )
 
     async def _reap(self, notifier: Any) -> None:
-        from interactive.culler.cleanup import cleanup
+        from interactive.reaper.cleanup import cleanup
         from interactive.storage.backends import open_store_or_none
 
         report = await cleanup(

@@ -42,8 +42,8 @@ def deliver_fix(
 def _mail_fix(
     notifier: Any, task: str, url: str, snapshot: Snapshot, pod: Any, finished_at: float
 ) -> None:
-    from interactive.culler.notify import send_in_background
     from interactive.kube.labels import describe_pod
+    from interactive.reaper.notify import send_in_background
     from interactive.storage.edits import git_prefix
     from vscode_config.mail import ResumedMail, render_resumed
 

@@ -84,7 +84,7 @@ an instant, by whichever process writes it; never an edit."""
 VSCODE = ".vscode"
 WRITTEN = "podcode/written.json"
 """In a ``.vscode`` folder: what podcode wrote there (``{name: {"sha256": ...}}``), see
-:mod:`interactive.session.vscode_files`."""
+:mod:`interactive.doors.vscode_files`."""
 ORIGINALS = "podcode/originals"
 """In a ``.vscode`` folder: the engineer's own files as they were before podcode merged
 into them (put back when the last session there ends)."""

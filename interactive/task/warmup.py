@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 MODULES = (
     "interactive.session.core",
-    "interactive.session.control",
+    "interactive.doors.control",
     "interactive.session.postmortem",
     "server_bootstrap.codeserver",
     "server_bootstrap.locate",

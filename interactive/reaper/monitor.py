@@ -3,7 +3,7 @@
 :func:`run_monitor` runs on the session's event loop. Every
 ``poll_seconds`` (or sooner, when a deadline comes first) it reads the
 samplers on its own thread (``podcode-monitor``), folds their answers into
-the session's last activity, asks :func:`interactive.culler.idle.decide` what to do
+the session's last activity, asks :func:`interactive.reaper.idle.decide` what to do
 and does it:
 
 - warn: phase ``warned`` with ``reap_at``, the pod's ``podcode.io/reap-at``
@@ -40,8 +40,9 @@ from interactive.base.settings import IdleSettings, MailSettings
 from interactive.base.state import SessionState
 from interactive.base.threads import service_executor
 from interactive.base.types import Environ
-from interactive.culler.activity import CpuSampler, FileSampler, GpuSampler, Sampler, own_writes
-from interactive.culler.idle import (
+from interactive.kube.labels import PodHandle, describe_pod, keepalive_command
+from interactive.reaper.activity import CpuSampler, FileSampler, GpuSampler, Sampler, own_writes
+from interactive.reaper.idle import (
     Activity,
     IdleWarning,
     Kind,
@@ -51,8 +52,7 @@ from interactive.culler.idle import (
     next_check,
     projected_reap_at,
 )
-from interactive.culler.notify import Notifier, build_notifier
-from interactive.kube.labels import PodHandle, describe_pod, keepalive_command
+from interactive.reaper.notify import Notifier, build_notifier
 from vscode_config.mail import WarningMail, utc
 
 logger = logging.getLogger(__name__)

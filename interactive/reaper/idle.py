@@ -2,7 +2,7 @@
 
 Nothing here reads a clock, a file or a process: :func:`decide` is given what
 was observed and the time, and answers what to do. The monitor
-(:mod:`interactive.culler.monitor`) does the sampling and the actions.
+(:mod:`interactive.reaper.monitor`) does the sampling and the actions.
 
 Timeline, with ``last`` the last activity and ``keepalive`` the keep-alive
 deadline::

@@ -17,7 +17,7 @@ until one does (at most :data:`LISTENER_WAIT_SECONDS`): its output would be lost
 otherwise, and the cell would look as if it never ran. ipykernel's publisher hears each
 subscription (it answers with ``iopub_welcome``); :class:`HeardIOPub` tells the kernel.
 
-    python -m interactive.session.notebook.bridge --session-file FILE -f CONNECTION_FILE
+    python -m interactive.doors.notebook.bridge --session-file FILE -f CONNECTION_FILE
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ class FrameBridge(Kernel):
 
 def main(argv: list[str]) -> None:
     if "--session-file" not in argv[:-1]:
-        raise SystemExit("usage: python -m interactive.session.notebook.bridge "
+        raise SystemExit("usage: python -m interactive.doors.notebook.bridge "
                          "--session-file FILE -f CONNECTION_FILE")
     at = argv.index("--session-file")
     FrameBridge.session_file = Path(argv[at + 1])

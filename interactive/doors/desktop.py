@@ -272,7 +272,7 @@ def add_routes(app: web.Application, desktop: Desktop, body_timeout: float) -> N
             return web.json_response({"error": "this session serves no SSH (ssh=False, or "
                                       "asyncssh is not installed in the task's image)"},
                                      status=409)
-        from interactive.session.ssh import KeyError_, parse_keys
+        from interactive.doors.ssh import KeyError_, parse_keys
 
         try:
             body = await _bounded_json(request, MAX_KEY_BYTES, body_timeout)

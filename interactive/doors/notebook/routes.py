@@ -28,8 +28,8 @@ from interactive.base.phases import RESUMABLE
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo, TaskRef
-from interactive.session.notebook import here, printed, starter
-from interactive.session.notebook.kernel import FrameKernel, failed_frame
+from interactive.doors.notebook import here, printed, starter
+from interactive.doors.notebook.kernel import FrameKernel, failed_frame
 
 if TYPE_CHECKING:
     from interactive.base.settings import Settings
@@ -88,7 +88,7 @@ class Notebook:
 
         if host.settings.editor.ide == "jupyter":  # JupyterLab opens it: there at once
             self._write_when_waiting(loop)
-        self.kernel.helpers["session"] = here.Session(
+        self.kernel.helpers["session"] = here.SessionHelpers(
             failure=self.failure, inputs=inputs,
             resume=lambda: asyncio.run_coroutine_threadsafe(resume(), loop).result(
                 RESUME_TIMEOUT_SECONDS),

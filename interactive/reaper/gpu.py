@@ -3,7 +3,7 @@
 For each GPU this process may use, one reading in percent, by the first of:
 
 1. **per-process** (a whole GPU whose NVML process ids this process can match,
-   see :mod:`interactive.culler.pidns`): the utilisation of the task's own process
+   see :mod:`interactive.reaper.pidns`): the utilisation of the task's own process
    tree, from NVML's per-process samples (``nvmlDeviceGetProcessUtilization``),
    so that another tenant of a shared GPU (time-slicing, MPS, a node seen whole)
    does not keep an abandoned session alive;
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interactive.base.types import Environ
-from interactive.culler import dcgm
-from interactive.culler.idle import Sample
-from interactive.culler.pidns import ProcessView
+from interactive.reaper import dcgm
+from interactive.reaper.idle import Sample
+from interactive.reaper.pidns import ProcessView
 
 logger = logging.getLogger(__name__)
 

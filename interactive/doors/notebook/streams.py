@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from interactive.session.notebook.outputs import MAX_PRINTED_BYTES
+from interactive.doors.notebook.outputs import MAX_PRINTED_BYTES
 
 _lock = threading.Lock()
 _users = 0

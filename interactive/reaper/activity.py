@@ -1,6 +1,6 @@
 """Activity samplers: files in the workspace, CPU of the user's processes, GPU use.
 
-GPU use lives in :mod:`interactive.culler.gpu`; :class:`GpuSampler` and
+GPU use lives in :mod:`interactive.reaper.gpu`; :class:`GpuSampler` and
 :func:`visible_gpus` are re-exported here.
 
 Each sampler answers ``sample(now) -> Sample`` and never raises for an
@@ -32,9 +32,9 @@ import psutil
 from interactive.base.settings import podcode_home
 from interactive.base.threads import own_native_ids
 from interactive.base.types import Environ
-from interactive.culler.gpu import GpuSampler, visible_gpus
-from interactive.culler.idle import Sample
-from interactive.culler.proctree import (
+from interactive.reaper.gpu import GpuSampler, visible_gpus
+from interactive.reaper.idle import Sample
+from interactive.reaper.proctree import (
     RESCAN_SECONDS,
     Proc,
     TreeReader,

@@ -21,8 +21,8 @@ from interactive.base.settings import HookSettings
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import Hook
-from interactive.culler.notify import Notifier
 from interactive.kube.labels import PodHandle, describe_pod
+from interactive.reaper.notify import Notifier
 from interactive.storage.edits import EditStore, WorkspaceChanges, save_edits
 from vscode_config.mail import FinalMail
 

@@ -1,4 +1,4 @@
-"""Stand-ins for the pod and the mailer, shared by the culler's tests (monitor, cleanup)."""
+"""Stand-ins for the pod and the mailer, shared by the reaper's tests (monitor, cleanup)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whether a session serves SSH, and starting it (:mod:`interactive.session.ssh`).
+"""Whether a session serves SSH, and starting it (:mod:`interactive.doors.ssh`).
 
 SSH is on unless ``ssh=False``; without asyncssh installed it is off, and the session
 says so when it was asked for by name. A problem with it (no free port, an
@@ -20,7 +20,7 @@ from interactive.base.settings import Settings
 from interactive.base.state import SessionState
 
 if TYPE_CHECKING:
-    from interactive.session.ssh import SshEndpoint
+    from interactive.doors.ssh import SshEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ def start_ssh(loop: LoopThread, settings: Settings, *, bind: str, port: int, wor
     if not settings.editor.ssh:
         return None
     try:
-        from interactive.session import ssh
+        from interactive.doors import ssh
     except ImportError:
         if "ssh" in settings.names:
             state.note(NOT_INSTALLED)

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from interactive.session.notebook import outputs
+from interactive.doors.notebook import outputs
 
 BATCH_SECONDS = 0.1
 MAX_STREAMED_CHARS = outputs.MAX_TEXT_CHARS

@@ -91,7 +91,7 @@ def kernel_spec(session_file: Path, label: str) -> dict[str, object]:
     (not a secret; the file is ``0600``). Interrupts come as messages, which the bridge
     forwards to the session."""
     return {
-        "argv": [sys.executable, "-m", "interactive.session.notebook.bridge",
+        "argv": [sys.executable, "-m", "interactive.doors.notebook.bridge",
                  "--session-file", str(session_file), "-f", "{connection_file}"],
         "display_name": label,
         "language": "python",
@@ -121,7 +121,7 @@ def rank_kernels(task: str, ranks: Mapping[int, Path]) -> dict[str, dict[str, ob
     """A kernel for each other local rank of a distributed task (``ranks``: each one's
     session record, which holds its control URL and token): its cells run in that rank's
     failed frame, once it waits in a session."""
-    from interactive.session.notebook.starter import label
+    from interactive.doors.notebook.starter import label
 
     return {f"{KERNEL_NAME}-rank-{local}": kernel_spec(record, label(task, local))
             for local, record in sorted(ranks.items())}

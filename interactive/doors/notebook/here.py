@@ -1,6 +1,6 @@
 """What a cell of the podcode notebook can call, for the session it runs in::
 
-    from interactive.session.notebook import here
+    from interactive.doors.notebook import here
     here.error()             # the exception, as the task raised it
     args, kwargs = here.inputs()   # the task's inputs as they were at the call
     here.run_again()         # the task in a new process with those inputs (edits included)
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from interactive.session.notebook.kernel import FrameKernel
+    from interactive.doors.notebook.kernel import FrameKernel
 
 _local = threading.local()
 RUN_AGAIN_TAIL_CHARS = 20_000
@@ -32,7 +32,7 @@ RUN_AGAIN_TAIL_CHARS = 20_000
 
 
 @dataclass(frozen=True)
-class Session:
+class SessionHelpers:
     """What the helpers need of the session (set by the control API's notebook routes)."""
 
     failure: Callable[[], Any]
@@ -48,11 +48,11 @@ def attach(kernel: FrameKernel) -> None:
     _local.kernel = kernel
 
 
-def _session() -> Session:
+def _session() -> SessionHelpers:
     kernel = getattr(_local, "kernel", None)
     session = kernel.helpers.get("session") if kernel is not None else None
-    if not isinstance(session, Session):
-        raise RuntimeError("interactive.session.notebook.here works in a cell of the podcode "
+    if not isinstance(session, SessionHelpers):
+        raise RuntimeError("interactive.doors.notebook.here works in a cell of the podcode "
                            "notebook (podcode: Open notebook on the failure)")
     return session
 

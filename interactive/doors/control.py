@@ -1,5 +1,5 @@
 """The control API (aiohttp): status, resume, keep-alive, activity, abort, and the
-notebook in the failed frame (:mod:`interactive.session.notebook.routes`).
+notebook in the failed frame (:mod:`interactive.doors.notebook.routes`).
 
 ``GET /healthz`` is open; everything under ``/api/`` needs
 ``Authorization: Bearer <token>``, compared in constant time.
@@ -36,8 +36,8 @@ from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo
 from interactive.distributed.peers import PEER_HEADER
-from interactive.session import desktop, login
-from interactive.session.notebook import routes as notebook_routes
+from interactive.doors import desktop, login
+from interactive.doors.notebook import routes as notebook_routes
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +182,8 @@ def build_app(
     notebook: notebook_routes.Notebook | None = None,
 ) -> web.Application:
     """The API; ``password`` (code-server's) enables one-time login links
-    (:mod:`interactive.session.login`), ``editors`` the SSH key and file pushes of
-    desktop editors (:mod:`interactive.session.desktop`), ``notebook`` the cells run in
+    (:mod:`interactive.doors.login`), ``editors`` the SSH key and file pushes of
+    desktop editors (:mod:`interactive.doors.desktop`), ``notebook`` the cells run in
     the failed frame."""
     state = controls.state
 

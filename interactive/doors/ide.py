@@ -64,7 +64,7 @@ async def start_ide(
 ) -> Ide | None:
     """code-server serving ``workspace``, ready; None with ``ide="none"``. With
     ``ide="jupyter"``, JupyterLab serving ``config_root`` and opening the starter notebook
-    of ``task``'s session (:mod:`interactive.session.notebook.jupyterlab`).
+    of ``task``'s session (:mod:`interactive.doors.notebook.jupyterlab`).
 
     When code-server cannot be found, installed or started, the session goes on
     without it (debugpy and the control API still serve): the error, which names
@@ -137,14 +137,14 @@ async def _start_jupyter(root: Path, *, home: Path, bind: str, port: int, passwo
                          launching: Callable[[], None]) -> Ide | None:
     """JupyterLab for the session, ready; None (said in a note) when it cannot start."""
     from interactive.distributed import peers
-    from interactive.session.notebook import starter
-    from interactive.session.notebook.jupyterlab import (
+    from interactive.doors.notebook import starter
+    from interactive.doors.notebook.jupyterlab import (
         KERNEL_NAME,
         JupyterLab,
         kernel_spec,
         rank_kernels,
     )
-    from interactive.session.vscode_files import OWN_SESSION_FILE
+    from interactive.doors.vscode_files import OWN_SESSION_FILE
     from server_bootstrap.errors import BootstrapError
 
     group = peers.current()

@@ -50,7 +50,7 @@ from typing import Any
 
 from interactive.base.threads import start_thread
 from interactive.base.types import ExcInfo
-from interactive.session.notebook import outputs, streams
+from interactive.doors.notebook import outputs, streams
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def failed_frame(excinfo: ExcInfo, workspace: Path | None = None) -> FrameType:
 def namespace(frame: FrameType) -> dict[str, Any]:
     """The cells' namespace for ``frame``: its globals, its locals over them (copies), and
     the notebook's helpers as ``here`` unless the frame has a name ``here`` of its own."""
-    from interactive.session.notebook import here
+    from interactive.doors.notebook import here
 
     names = dict(frame.f_globals)
     names.update(frame.f_locals)
@@ -198,7 +198,7 @@ class FrameKernel:
         """Run the queued cells until :meth:`close`. An interrupt can land anywhere here,
         also just after its cell ended: every cell still gets its answer, and the thread
         goes on."""
-        from interactive.session.notebook import here
+        from interactive.doors.notebook import here
 
         here.attach(self)
         while True:

@@ -18,7 +18,7 @@ from typing import Any
 from interactive.base.files import write_json
 from interactive.base.names import folder_name
 
-HERE = "from interactive.session.notebook import here\n"
+HERE = "from interactive.doors.notebook import here\n"
 SCRATCH_CELL = 1
 """The starter's empty code cell, right under its title: the IDE puts the cursor there."""
 
@@ -34,7 +34,7 @@ def notebook_path(config_root: Path, session: str) -> Path:
 
 
 def rerun_script(config_root: Path, task: str) -> Path:
-    """The "debug again" script the session wrote (:mod:`interactive.session.vscode_files`)."""
+    """The "debug again" script the session wrote (:mod:`interactive.doors.vscode_files`)."""
     return config_root / ".vscode" / "podcode" / f"rerun_{folder_name(task)}.py"
 
 
