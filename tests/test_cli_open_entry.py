@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from interactive.base.record import SessionRecord
-from interactive.cli.open_cmd import Entry
+from interactive.cli.entry import Entry
 
 IDE_URL = "http://127.0.0.1:8080/"
 

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord
 from interactive.cli.console import Console
+from interactive.cli.entry import Entry, browse, login_link
 from interactive.cli.errors import Exit
 from interactive.cli.launch_json import attach_configuration, merge_launch
-from interactive.cli.open_cmd import Entry, browse, login_link
 from interactive.cli.target import (
     connect,
     control_port,

@@ -9,8 +9,8 @@ from typing import Any
 from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
 from interactive.cli.console import Console
+from interactive.cli.entry import debugger_address, ide_notes
 from interactive.cli.errors import CliError, ControlConflict, Exit
-from interactive.cli.open_cmd import debugger_address, ide_notes
 from interactive.cli.output import clock_time, duration, fields, iso, until
 from interactive.cli.target import Target, open_target
 

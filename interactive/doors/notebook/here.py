@@ -19,12 +19,17 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from interactive.doors.notebook.kernel import FrameKernel
+
+class Runner(Protocol):
+    """The kernel that runs a cell (:class:`interactive.doors.notebook.kernel.FrameKernel`):
+    what it offers the cell."""
+
+    helpers: dict[str, Any]
 
 _local = threading.local()
 RUN_AGAIN_TAIL_CHARS = 20_000
@@ -43,7 +48,7 @@ class SessionHelpers:
     workspace: Path
 
 
-def attach(kernel: FrameKernel) -> None:
+def attach(kernel: Runner) -> None:
     """The calling thread runs ``kernel``'s cells."""
     _local.kernel = kernel
 
