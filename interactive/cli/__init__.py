@@ -26,7 +26,7 @@ from interactive.cli.parser import build_parser, usage_error
 if TYPE_CHECKING:
     import argparse
 
-    from interactive.cli.console import Console
+    from interactive.cli.terminal import Console
 
 __all__ = ["Console", "Exit", "main", "run"]
 
@@ -34,7 +34,7 @@ __all__ = ["Console", "Exit", "main", "run"]
 def __getattr__(name: str) -> Any:
     """``Console``, loaded when asked for (it is not needed to parse the arguments)."""
     if name == "Console":
-        from interactive.cli.console import Console
+        from interactive.cli.terminal import Console
 
         return Console
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -77,7 +77,7 @@ def run(argv: Sequence[str], console: Console | None = None,
     if configure_logging:
         _configure_logging(argv)
     if console is None:
-        from interactive.cli.console import Console
+        from interactive.cli.terminal import Console
 
         console = Console()
     if command is not None and args.verb != "ssh":

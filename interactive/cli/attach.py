@@ -11,7 +11,6 @@ from urllib.parse import urlsplit
 
 from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord
-from interactive.cli.console import Console
 from interactive.cli.entry import Entry, browse, login_link
 from interactive.cli.errors import Exit
 from interactive.cli.launch_json import attach_configuration, merge_launch
@@ -23,6 +22,7 @@ from interactive.cli.target import (
     pod_record,
     required_port,
 )
+from interactive.cli.terminal import Console
 from interactive.kube.cluster import Cluster, SessionInfo
 from interactive.kube.errors import KubeError, NotFound, SessionEnded
 

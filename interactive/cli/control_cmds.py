@@ -8,11 +8,11 @@ from typing import Any
 
 from interactive.base.record import GONE
 from interactive.cli.choose import SessionGone
-from interactive.cli.console import Console
 from interactive.cli.entry import debugger_address, ide_notes
 from interactive.cli.errors import CliError, ControlConflict, Exit
 from interactive.cli.output import clock_time, duration, fields, iso, until
 from interactive.cli.target import Target, open_target
+from interactive.cli.terminal import Console
 
 
 def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:

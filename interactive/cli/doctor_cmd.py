@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from interactive.cli.checks import FAIL, OK, SKIP, run_checks
-from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.output import table
 from interactive.cli.target import connect
+from interactive.cli.terminal import Console
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -14,8 +14,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from interactive.base.names import task_matches
-from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
+from interactive.cli.terminal import Console
 
 if TYPE_CHECKING:
     from interactive.storage.store import Store

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from interactive.base.control_client import ControlClient
 from interactive.base.record import SessionRecord
 from interactive.base.sessionfile import connectable
-from interactive.cli.console import Console
+from interactive.cli.terminal import Console
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
 from interactive.cli.parser import Parser
+from interactive.cli.terminal import Console
 
 MODULE = "server_bootstrap.install"
 

@@ -8,10 +8,10 @@ from typing import Any
 from interactive.base.record import GONE
 from interactive.base.sessionfile import Found, find_local
 from interactive.base.settings import podcode_home
-from interactive.cli.console import Console
 from interactive.cli.errors import Exit
 from interactive.cli.output import iso, since, table, until
 from interactive.cli.target import connect
+from interactive.cli.terminal import Console
 from interactive.kube.cluster import SessionInfo
 from interactive.kube.errors import KubeConfigError
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 
 from interactive.base.sessionfile import connectable
-from interactive.cli.console import Console
 from interactive.cli.entry import Entry, browse, debugger_address, login_link
 from interactive.cli.errors import Exit
 from interactive.cli.target import open_target
+from interactive.cli.terminal import Console
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -12,8 +12,8 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
+from interactive.cli.terminal import Console
 from interactive.kube.errors import NotFound, SessionEnded
 
 if TYPE_CHECKING:

@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 from interactive.base.files import write_bytes
 from interactive.base.record import SessionRecord
 from interactive.base.settings import podcode_home
-from interactive.cli.console import Console
 from interactive.cli.errors import CliError, Exit
 from interactive.cli.target import open_record, open_target
+from interactive.cli.terminal import Console
 
 KEY_NAME = "id_ed25519"
 CHUNK = 65536

@@ -22,8 +22,8 @@ from interactive.base.sessionfile import (
 )
 from interactive.base.settings import podcode_home
 from interactive.cli.choose import choose, label, usable
-from interactive.cli.console import Console
 from interactive.cli.errors import CliError, ControlUnreachable, Exit
+from interactive.cli.terminal import Console
 
 if TYPE_CHECKING:  # the Kubernetes client loads only for the verbs that reach a cluster
     from interactive.kube.cluster import Cluster, SessionInfo
