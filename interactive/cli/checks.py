@@ -74,14 +74,12 @@ def _version_of(argv: Sequence[str], timeout: float = 20.0) -> str | None:
 
 
 def check_code_server(environ: Environ) -> Check:
-    try:
-        from server_bootstrap.config import CodeServerConfig
-        from server_bootstrap.locate import find_code_server, version_of
+    from server_bootstrap.config import CodeServerConfig  # one distribution: always there
+    from server_bootstrap.locate import find_code_server, version_of
 
+    try:
         config = CodeServerConfig.from_environ(environ)
         found = find_code_server(config, environ)
-    except ImportError:
-        return Check("code-server", SKIP, "server_bootstrap is not installed with podcode")
     except Exception as exc:  # a bad PODCODE_CODE_SERVER_* setting: say which
         return Check("code-server", FAIL, str(exc), "fix the PODCODE_CODE_SERVER_* setting")
     if found is None:
