@@ -343,3 +343,23 @@ def test_the_post_mortem_starts_by_itself_once_per_window() -> None:
     ]));
     """
     assert node(script) == [True, False, False, False, False, False, False, True]
+
+
+def test_the_tooltip_lists_what_coding_agents_did() -> None:
+    script = """
+    const s = require(lib + '/status.js');
+    const now = 1000000;
+    const actions = [1, 2, 3, 4, 5, 6].map((i) => ({actor: 'agent via MCP',
+      action: `evaluate in frame 0: x + ${i}`, at: now - 120, status: 200}));
+    actions.push({actor: 'agent via MCP', action: 'resume', at: now - 5, status: 202});
+    console.log(JSON.stringify([
+      s.statusTooltip({state: 'waiting', task: 't', actions, actions_dropped: 3}, now),
+      s.statusTooltip({state: 'waiting', task: 't', actions: []}, now),
+    ]));
+    """
+    with_actions, without = node(script)
+    lines = with_actions.splitlines()
+    assert "coding agent: 10 actions in this session" in lines
+    assert "  5s ago agent via MCP: resume (202)" in lines
+    assert sum("evaluate in frame 0" in line for line in lines) == 4  # the newest five shown
+    assert "coding agent" not in without

@@ -298,3 +298,34 @@ def test_every_cell_is_answered_however_late_its_interrupt_lands(kernel: FrameKe
         result = cell.result(WAIT).as_dict()
         assert result["ok"] or result["outputs"][-1]["ename"] == "KeyboardInterrupt"
     assert plain(run(kernel, "total")) == ["12"]
+
+
+def test_a_cell_runs_in_the_frame_it_names_each_with_its_own_namespace(
+        kernel: FrameKernel) -> None:
+    assert plain(kernel.execute("offset", frame=1).result(WAIT).as_dict()) == ["100"]
+    assert plain(kernel.execute("total", frame=0).result(WAIT).as_dict()) == ["12"]
+    kernel.execute("mine = offset + 1", frame=1).result(WAIT)
+    assert plain(kernel.execute("mine", frame=1).result(WAIT).as_dict()) == ["101"]
+    kernel.execute("shared = total", frame=0).result(WAIT)
+    assert plain(run(kernel, "shared")) == ["12"]  # frame 0 is the failed frame here
+    missing = kernel.execute("mine", frame=0).result(WAIT).as_dict()
+    assert missing["outputs"][-1]["ename"] == "NameError"
+    nowhere = kernel.execute("1", frame=9).result(WAIT).as_dict()
+    assert not nowhere["ok"] and "no frame 9" in nowhere["outputs"][-1]["evalue"]
+
+
+STARTED = threading.Event()
+"""Set by a cell once it runs."""
+
+
+def test_interrupting_one_cell_leaves_the_others(kernel: FrameKernel) -> None:
+    STARTED.clear()
+    looping = kernel.execute("import tests.test_notebook_kernel as t\nt.STARTED.set()\n"
+                             "while True:\n    pass")
+    queued = kernel.execute("'never'")
+    assert STARTED.wait(WAIT)
+    assert kernel.interrupt(only=queued) == "not run" and queued.cancelled()
+    assert not looping.done()  # the running cell was left alone
+    assert kernel.interrupt(only=looping) == "interrupted"
+    assert looping.result(WAIT).outputs[-1]["ename"] == "KeyboardInterrupt"
+    assert plain(run(kernel, "1 + 1")) == ["2"]  # the kernel goes on

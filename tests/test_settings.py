@@ -91,7 +91,7 @@ def test_every_setting_has_an_environment_override() -> None:
         assert env_name(name) == "PODCODE_" + name.upper()
     grouped = {f for kind in GROUPS.values() for f in kind.__dataclass_fields__}
     assert set(NAMES) == set(TASK_NAMES) | grouped == set(PARSERS)
-    assert len(NAMES) == len(set(NAMES)) == 31
+    assert len(NAMES) == len(set(NAMES)) == 32
     assert set(GROUP_OF) == grouped and not set(TASK_NAMES) & grouped
 
 
@@ -112,6 +112,7 @@ def test_every_setting_lands_in_its_group_from_a_keyword_and_from_its_variable()
         "preempt_grace_seconds": ("3", 3.0), "workspace": (".", Path(".").resolve()),
         "dcgm_url": ("http://d:9400/metrics", "http://d:9400/metrics"),
         "ssh": ("off", False), "ssh_port": ("2200", 2200), "language_server": ("0", False),
+        "agents": ("0", False),
         "ray_max_sessions": ("3", 3), "ray_max_sessions_per_node": ("0", 0),
         "ssh_authorized_keys": ("/keys/authorized", "/keys/authorized"),
     }

@@ -318,3 +318,52 @@ def test_two_sessions_of_one_process_share_the_workspace_until_the_last_closes(
     restore_workspace(tmp_path, "9-1")
     assert (folder / "launch.json").read_text() == USERS_LAUNCH
     assert sorted(p.name for p in folder.iterdir()) == ["launch.json"]
+
+
+USERS_MCP = """{
+  // the user's own servers
+  "servers": {"github": {"type": "http", "url": "https://example.com/mcp"}},
+  "inputs": []
+}
+"""
+
+
+def test_mcp_json_adds_podcodes_server_keeps_the_users_and_comes_back_as_it_was(
+        tmp_path: Path) -> None:
+    from interactive.doors.vscode_files import restore_workspace
+    from interactive.storage.workspace import Snapshot
+
+    folder = tmp_path / ".vscode"
+    folder.mkdir()
+    (folder / "mcp.json").write_text(USERS_MCP)
+    write(tmp_path, tmp_path / "home")
+    merged = json.loads((folder / "mcp.json").read_text())
+    assert merged["servers"]["github"] == {"type": "http", "url": "https://example.com/mcp"}
+    ours = merged["servers"]["podcode"]
+    assert ours["type"] == "stdio" and ours["args"][-1] == "mcp" and merged["inputs"] == []
+    assert Snapshot.take(tmp_path).changed() == []  # podcode's file: never an edit
+    restore_workspace(tmp_path)
+    assert (folder / "mcp.json").read_text() == USERS_MCP  # comments and all
+
+
+def test_without_agents_no_mcp_json_is_written(tmp_path: Path) -> None:
+    from interactive.doors.vscode_files import restore_workspace
+
+    write_configurations(tmp_path, TASK, home=tmp_path / "home", debug=("127.0.0.1", 5678),
+                         control={"control_url": "http://127.0.0.1:8081", "token": "t0k"},
+                         agents=False)
+    assert (tmp_path / ".vscode" / "launch.json").exists()
+    assert not (tmp_path / ".vscode" / "mcp.json").exists()
+    write(tmp_path, tmp_path / "home")
+    assert json.loads((tmp_path / ".vscode" / "mcp.json").read_text())["servers"]["podcode"]
+    restore_workspace(tmp_path)
+    assert not (tmp_path / ".vscode").exists()
+
+
+def test_the_users_own_podcode_server_wins() -> None:
+    theirs = {"servers": {"podcode": {"type": "stdio", "command": "/opt/bin/podcode",
+                                      "args": ["mcp"]}}}
+    merged = vscode.merge_mcp(theirs, vscode.mcp_servers("podcode", ["mcp"]))
+    assert merged == theirs and merged is not theirs
+    assert vscode.merge_mcp(["not", "an", "object"], vscode.mcp_servers("p", ["mcp"])) == {
+        "servers": {"podcode": {"type": "stdio", "command": "p", "args": ["mcp"]}}}

@@ -16,6 +16,8 @@ from vscode_config.templates import render
 
 SUBJECT_PREFIX = "[podcode]"
 MAX_LISTED_FILES = 50
+MAX_LISTED_ACTIONS = 30
+"""The newest actions of coding agents a final email lists."""
 """Changed files named in the final email; the rest are counted."""
 
 
@@ -60,6 +62,18 @@ class FinalMail:
     """Cleanup steps that failed, one line each."""
     notes: Sequence[str] = ()
     """What the session said about itself (inputs not kept as at the call, say)."""
+    actions: Sequence[dict[str, Any]] = ()
+    """What coding agents did in the session (``GET /api/status``'s ``actions``)."""
+    actions_dropped: int = 0
+    """Older actions the session no longer kept."""
+
+
+def action_line(action: dict[str, Any]) -> str:
+    """``2024-05-01 13:45:00 UTC agent via MCP: resume (202)``."""
+    at = action.get("at")
+    when = utc(at) if isinstance(at, (int, float)) else "-"
+    answered = f" ({action['status']})" if action.get("status") is not None else ""
+    return f"{when} {action.get('actor', '?')}: {action.get('action', '?')}{answered}"
 
 
 def utc(when: float) -> str:
@@ -97,6 +111,8 @@ def render_final(mail: FinalMail) -> Rendered:
         "more": max(0, len(mail.changed) - MAX_LISTED_FILES),
         "problems": list(mail.problems),
         "notes": list(mail.notes),
+        "actions": [action_line(a) for a in mail.actions[-MAX_LISTED_ACTIONS:]],
+        "earlier_actions": max(0, len(mail.actions) - MAX_LISTED_ACTIONS) + mail.actions_dropped,
     }
     subject = f"{SUBJECT_PREFIX} {mail.task} on {mail.pod} was cleaned up"
     return _render("final", subject, values)

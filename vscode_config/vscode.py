@@ -65,5 +65,27 @@ def merge_settings(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+MCP_SERVER = "podcode"
+"""The name of podcode's server in ``.vscode/mcp.json``."""
+
+
+def mcp_servers(command: str, args: list[str]) -> dict[str, Any]:
+    """``.vscode/mcp.json`` in VS Code's format: podcode's MCP server over stdio (the coding
+    agent of the IDE reaches the session through it)."""
+    return {"servers": {MCP_SERVER: {"type": "stdio", "command": command, "args": args}}}
+
+
+def merge_mcp(existing: Any, ours: dict[str, Any]) -> dict[str, Any]:
+    """The user's ``mcp.json`` with podcode's server added: their servers (and a server of
+    their own named ``podcode``) and other keys are kept as they are."""
+    merged = dict(existing) if isinstance(existing, dict) else {}
+    servers = merged.get("servers")
+    servers = dict(servers) if isinstance(servers, dict) else {}
+    for name, server in ours["servers"].items():
+        servers.setdefault(name, server)
+    merged["servers"] = servers
+    return merged
+
+
 def rerun_script(**values: Any) -> str:
     return render("rerun.py.j2", **values)

@@ -132,6 +132,35 @@ class ControlClient:
             return None
         return f"{self.url.rstrip('/')}{routes.login(quote(nonce))}?{urlencode({'ide': ide_url})}"
 
+    def frames(self) -> dict[str, Any]:
+        """The failure and its frames, innermost first (:data:`routes.FRAMES`)."""
+        return self.call("GET", routes.FRAMES)
+
+    def frame_locals(self, index: int) -> dict[str, Any]:
+        """Frame ``index``'s locals, summarised (:data:`routes.LOCALS`)."""
+        return self.call("GET", routes.locals_of(index))
+
+    def evaluate(self, code: str, frame: int = 0, timeout: float = 30.0) -> dict[str, Any]:
+        """Run ``code`` in frame ``frame`` as a notebook cell: the cell's answer."""
+        return self.call("POST", routes.EVALUATE, {"code": code, "frame": frame,
+                                                   "timeout": timeout}, timeout=timeout + 10)
+
+    def read_file(self, path: str, start: int | None = None,
+                  end: int | None = None) -> dict[str, Any]:
+        """A text file of the workspace (``path`` relative to it), lines ``start..end``."""
+        query = {"path": path, **{k: str(v) for k, v in (("start", start), ("end", end))
+                                  if v is not None}}
+        return self.call("GET", f"{routes.WORKSPACE_FILE}?{urlencode(query)}")
+
+    def search(self, pattern: str, glob: str | None = None) -> dict[str, Any]:
+        """Lines of the workspace's text files that match the regular expression."""
+        query = {"pattern": pattern, **({"glob": glob} if glob else {})}
+        return self.call("GET", f"{routes.WORKSPACE_SEARCH}?{urlencode(query)}")
+
+    def edits(self) -> dict[str, Any]:
+        """The edits since the session opened, as a unified diff."""
+        return self.call("GET", routes.EDITS)
+
     def call(self, method: str, path: str, body: Any = None,
              timeout: float | None = None) -> dict[str, Any]:
         """Any call: its JSON answer, or the :class:`ControlError` it means."""

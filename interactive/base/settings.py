@@ -79,6 +79,9 @@ class EditorSettings:
     ssh: bool = True
     """Serve SSH (desktop editors, ssh, sftp) with key authentication; needs asyncssh
     (``pip install 'podcode[ssh]'``), without which it is off."""
+    agents: bool = True
+    """Let coding agents into the session (``podcode mcp``): ``False`` answers every call
+    that carries the agent's header with 403, naming this setting."""
     ssh_authorized_keys: str | None = None
     """Public keys SSH accepts besides those ``podcode ssh`` pushes: the keys themselves
     (``authorized_keys`` lines) or the path of a file holding them."""
@@ -349,6 +352,7 @@ PARSERS: Mapping[str, Callable[[str, object], Any]] = {
     "ssh_port": _number(int, 0, 65535),
     "ssh": parse_bool,
     "language_server": parse_bool,
+    "agents": parse_bool,
     "ssh_authorized_keys": _optional_str,
     "bind": _bind,
     "auth": _choice(AUTHS),

@@ -19,6 +19,11 @@ from interactive.base.types import Clock, system_clock
 
 log = logging.getLogger(__name__)
 
+MAX_ACTIONS = 100
+"""The actions of agents a session keeps (the newest); older ones are only counted."""
+MAX_ACTION_CHARS = 200
+"""The longest description of one action (a cell's code is cut to it)."""
+
 
 @dataclass
 class SessionState:
@@ -48,6 +53,11 @@ class SessionState:
     grace_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     """Things the user should know (no owner, no SMTP, API refused...)."""
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    """What an agent did in the session (:meth:`act`), oldest first, the last
+    :data:`MAX_ACTIONS` of them: ``{"actor", "action", "at", "status"}`` each."""
+    actions_dropped: int = 0
+    """Older actions no longer kept in :attr:`actions`."""
     version: int = 0
     """Counts the changes of what the status shows (idle time aside): a client that
     saw this version waits for the next (``GET /api/status?version=N&wait=S``)."""
@@ -137,6 +147,19 @@ class SessionState:
             self.notes.remove(text)
         self._changed()
 
+    def act(self, actor: str, action: str, status: int | None = None) -> None:
+        """Record that ``actor`` (an agent, named by the call's
+        :data:`~interactive.base.routes.ACTOR_HEADER`) did ``action``, answered ``status``."""
+        entry = {"actor": actor[:MAX_ACTION_CHARS], "action": _cut(action),
+                 "at": self.clock(), "status": status}
+        with self._lock:
+            self.actions.append(entry)
+            extra = len(self.actions) - MAX_ACTIONS
+            if extra > 0:
+                del self.actions[:extra]
+                self.actions_dropped += extra
+        self._changed()
+
     def watch(self, changed: Callable[[], None]) -> Callable[[], None]:
         """Call ``changed()`` (on the changing thread) after each change of the status;
         returns what stops it."""
@@ -189,5 +212,13 @@ class SessionState:
                 "max_idle_seconds": self.max_idle_seconds,
                 "grace_seconds": self.grace_seconds,
                 "notes": list(self.notes),
+                "actions": [dict(action) for action in self.actions],
+                "actions_dropped": self.actions_dropped,
                 "version": self.version,
             }
+
+
+def _cut(text: str) -> str:
+    """One line of at most :data:`MAX_ACTION_CHARS` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_ACTION_CHARS else f"{line[:MAX_ACTION_CHARS - 3]}..."

@@ -54,6 +54,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "ssh-config": ("ssh_cmd", "ssh_config"),
     "ssh": ("ssh_cmd", "ssh"),
     "ssh-proxy": ("ssh_cmd", "ssh_proxy"),
+    "mcp": ("mcp_cmd", "run"),
 }
 """Each verb's module and function, imported when the verb runs: ``--help``, a local
 ``status``, ``open`` or ``edits`` never load the Kubernetes client."""

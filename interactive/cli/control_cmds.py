@@ -37,7 +37,31 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
     ]
     pairs += _rank_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
+    pairs += action_lines(status, now)
     return fields(pairs)
+
+
+SHOWN_ACTIONS = 10
+"""The newest actions of agents ``podcode status`` lists (``-o json``: all the session
+keeps)."""
+
+
+def action_lines(status: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """What agents did in the session, newest last: ``Agent: 12:03:04 agent via MCP:
+    resume (202)``, and how many earlier ones are not listed."""
+    actions = [a for a in status.get("actions") or [] if isinstance(a, dict)]
+    dropped = status.get("actions_dropped")
+    earlier = max(0, len(actions) - SHOWN_ACTIONS) + (dropped if isinstance(dropped, int) else 0)
+    lines = []
+    if earlier > 0:
+        lines.append(("Agent", f"... {earlier} earlier actions not listed"))
+    for action in actions[-SHOWN_ACTIONS:]:
+        at = action.get("at")
+        when = clock_time(at, now) if isinstance(at, (int, float)) else "-"
+        answered = f" ({action['status']})" if action.get("status") is not None else ""
+        lines.append(("Agent", f"{when} {action.get('actor', '?')}: "
+                               f"{action.get('action', '?')}{answered}"))
+    return lines
 
 
 def _ide(status: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   podcode edits pipeline.train | git apply   your last fix, from the store
   podcode status                         the session on this machine (no POD)
   podcode doctor                         what works and what to fix
+  podcode mcp --read-only                a coding agent's door (docs/agent.md)
 
 """
 EPILOG = EXAMPLES + """exit codes: 0 ok, 1 failed, 2 usage, 3 not found (pod, session),
@@ -202,6 +203,15 @@ def _session(parser: Parser) -> None:
     _pod(parser, optional=True)
 
 
+def _mcp(parser: Parser) -> None:
+    _common(parser, defaults=False)
+    parser.add_argument("--read-only", action="store_true",
+                        help="the agent reads (failure, frames, locals, code, edits) but "
+                        "does not run code, write files, resume or abort")
+    parser.add_argument("-l", "--local", action="store_true",
+                        help="only the sessions on this machine (no Kubernetes API)")
+
+
 VERBS: tuple[tuple[str, str, Callable[[Parser], None] | None, bool], ...] = (
     ("list", "the sessions in the cluster (--local: on this machine)", _list, False),
     ("attach", "forward the session's VS Code to this machine (without POD: the local "
@@ -220,6 +230,9 @@ VERBS: tuple[tuple[str, str, Callable[[Parser], None] | None, bool], ...] = (
     ("abort", "give up: the task raises its original exception", _session, True),
     ("edits", "print the last fix saved for a task, as a patch (podcode edits TASK | git "
      "apply)", _edits, False),
+    ("mcp", "a Model Context Protocol server on stdin/stdout: a coding agent diagnoses, "
+     "fixes and resumes sessions (claude mcp add podcode -- podcode mcp; docs/agent.md)",
+     _mcp, True),
     ("install", "install code-server ahead of time (podcode install --help)", None, False),
     ("doctor", "in a pod: code-server, GPU, mail, ports and the pod's permissions; on a "
      "laptop: the cluster and your permissions", _doctor, False),

@@ -1,5 +1,7 @@
-"""The control API (aiohttp): status, resume, keep-alive, activity, abort, and the
-notebook in the failed frame (:mod:`interactive.doors.notebook.routes`).
+"""The control API (aiohttp): status, resume, keep-alive, activity, abort, the
+notebook in the failed frame (:mod:`interactive.doors.notebook.routes`) and a coding
+agent's routes (:mod:`interactive.doors.agent_routes`; an agent's calls are refused or
+recorded by :mod:`interactive.doors.actors`).
 
 ``GET /healthz`` is open; everything under ``/api/`` needs
 ``Authorization: Bearer <token>``, compared in constant time.
@@ -23,6 +25,7 @@ import math
 import socket
 import traceback
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -36,7 +39,7 @@ from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo
 from interactive.distributed.peers import PEER_HEADER
-from interactive.doors import desktop, login
+from interactive.doors import actors, agent_routes, desktop, login
 from interactive.doors.notebook import routes as notebook_routes
 
 log = logging.getLogger(__name__)
@@ -93,7 +96,8 @@ def _authorized(request: web.Request, token: str) -> bool:
     )
 
 
-def _auth_middleware(token: str, state: SessionState) -> Any:
+def _auth_middleware(token: str, state: SessionState, agents: bool = True,
+                     workspace: Path | None = None) -> Any:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         guard = request.protocol if isinstance(request.protocol, GuardedHandler) else None
@@ -105,11 +109,16 @@ def _auth_middleware(token: str, state: SessionState) -> Any:
                     return _answer(
                         {"error": "missing or wrong bearer token"}, status=401
                     )
+                refused = actors.refused_answer(request, agents)
+                if refused is not None:  # an agent where none is let in: not activity
+                    return refused
                 if request.method != "GET":
                     # Reading the status is not activity: the companion extension polls it
                     # from any open browser tab, and an untouched tab must not keep a GPU.
                     state.touch()
-            return await handler(request)
+            # An agent's call (it says so): refused where agents are not let in, else
+            # recorded when it changes something.
+            return await actors.handle(request, handler, state, agents, workspace)
         finally:
             if guard is not None:
                 guard.request_finished()
@@ -180,12 +189,17 @@ def build_app(
     controls: Controls, token: str, body_timeout: float = BODY_TIMEOUT_SECONDS,
     password: str | None = None, editors: desktop.Desktop | None = None,
     notebook: notebook_routes.Notebook | None = None,
+    agent: agent_routes.AgentDoor | None = None, agents: bool = True,
 ) -> web.Application:
     """The API; ``password`` (code-server's) enables one-time login links
     (:mod:`interactive.doors.login`), ``editors`` the SSH key and file pushes of
     desktop editors (:mod:`interactive.doors.desktop`), ``notebook`` the cells run in
-    the failed frame."""
+    the failed frame, ``agent`` the coding agent's routes (by default, with a notebook,
+    on its session and failure); ``agents=False`` refuses every agent's call."""
     state = controls.state
+    if agent is None and notebook is not None:
+        agent = agent_routes.AgentDoor(notebook.host, notebook.failure, (token, password),
+                                       helpers=notebook.kernel.helpers)
 
     async def healthz(request: web.Request) -> web.Response:
         return _answer({"ok": True})
@@ -231,7 +245,9 @@ def build_app(
         controls.abort(peer=_from_peer(request))
         return _answer({"state": state.state.value}, status=202)
 
-    app = web.Application(middlewares=[_auth_middleware(token, state)], client_max_size=64 * 1024)
+    workspace = editors.workspace if editors is not None else None
+    app = web.Application(middlewares=[_auth_middleware(token, state, agents, workspace)],
+                          client_max_size=64 * 1024)
     app.router.add_get(routes.HEALTHZ, healthz)
     app.router.add_get(routes.STATUS, status)
     app.router.add_post(routes.RESUME, resume)
@@ -243,6 +259,8 @@ def build_app(
         desktop.add_routes(app, editors, body_timeout)
     if notebook is not None:
         notebook_routes.add_routes(app, notebook, lambda r: _json_body(r, body_timeout))
+    if agent is not None:
+        agent_routes.add_routes(app, agent, lambda r: _json_body(r, body_timeout))
     return app
 
 
@@ -335,13 +353,22 @@ class ControlServer:
         password: str | None = None,
         editors: desktop.Desktop | None = None,
         failure: Callable[[], ExcInfo | None] | None = None,
+        agents: bool = True,
+        secrets: tuple[str | None, ...] = (),
     ) -> None:
-        """``failure``: the exception the session shows (the notebook's cells run in its
-        frame); needs ``controls`` to be a :class:`notebook_routes.Host`."""
+        """``failure``: the exception the session shows (the notebook's cells and an
+        agent's evaluations run in its frames); needs ``controls`` to be a
+        :class:`notebook_routes.Host`. ``agents``: let coding agents in. ``secrets``: more
+        values no agent's answer may hold (besides the token and ``password``: JupyterLab's
+        token, say)."""
         self.notebook = None if failure is None else notebook_routes.Notebook(
             controls, failure)  # type: ignore[arg-type]
+        self.agent = None if self.notebook is None else agent_routes.AgentDoor(
+            self.notebook.host, self.notebook.failure, (token, password, *secrets),
+            helpers=self.notebook.kernel.helpers)
         self._runner = web.AppRunner(
-            build_app(controls, token, body_timeout, password, editors, self.notebook),
+            build_app(controls, token, body_timeout, password, editors, self.notebook,
+                      self.agent, agents),
             handle_signals=False, access_log=None, shutdown_timeout=STOP_SECONDS,
         )
         self._sock = sock
@@ -370,6 +397,8 @@ class ControlServer:
         given that long, then cancelled."""
         if self.notebook is not None:
             self.notebook.close()
+        if self.agent is not None:
+            self.agent.close()
         if self._listener is not None:
             self._listener.close()
         await self._runner.cleanup()

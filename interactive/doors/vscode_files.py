@@ -3,8 +3,8 @@ the user had it when the session ends.
 
 Every file podcode writes there is tracked in ``.vscode/podcode/written.json``: one it
 created is removed at the end, one it merged into (``launch.json``, ``settings.json``,
-``.gitignore``) is first copied to ``.vscode/podcode/originals/`` (comments and all) and
-put back at the end. A file the user edited during the session is left as it is.
+``mcp.json``, ``.gitignore``) is first copied to ``.vscode/podcode/originals/`` (comments
+and all) and put back at the end. A file the user edited during the session is left as it is.
 
 A session killed with SIGKILL leaves its companion file (``.vscode/podcode/session-<id>.json``,
 which holds its token) behind when its watchdog could not remove it: the next session to
@@ -159,8 +159,10 @@ def write_configurations(
     session: str = "",
     desktop: bool = False,
     language_server: str | None = None,
+    agents: bool = True,
 ) -> Path:
-    """Render launch.json, settings.json, the re-run script and the companion's session file
+    """Render launch.json, settings.json, mcp.json, the re-run script and the companion's
+    session file
     into ``workspace/.vscode``, for the task's ``source`` folder (default: the workspace;
     another folder when the source is read-only).
 
@@ -170,12 +172,16 @@ def write_configurations(
     ``debugpy`` (a desktop VS Code) with ``ide="none"``; with ``desktop`` (the session
     serves SSH) a ``debugpy`` attach configuration is there for a desktop VS Code in any case.
     ``language_server``: the module the companion starts for Python language features.
+    ``agents``: the IDE's coding agent gets podcode's MCP server (``mcp.json``).
     """
     folder = workspace / ".vscode"
     (folder / "podcode").mkdir(parents=True, exist_ok=True)
     with _locked(folder / "podcode"):
         written = _write(folder, source or workspace, task, home, debug, ranks, ide, desktop,
                          language_server)
+        if agents:
+            _tracked(folder, "mcp.json", lambda path: write_json(
+                path, vscode.merge_mcp(_read_json(path), vscode.mcp_servers(*mcp_command()))))
         sessions = _users.setdefault(workspace.resolve(), {})
         prune_dead_sessions(folder, live=[*sessions, session])
         companion = {**control, "task": task.name, "postmortem": postmortem_name(written),
@@ -325,6 +331,14 @@ def _write(
         path, vscode.merge_settings(_read_json(path), ours_settings)))
     _tracked(folder, ".gitignore", _ignore_ours)
     return ours
+
+
+def mcp_command() -> tuple[str, list[str]]:
+    """How the IDE starts ``podcode mcp``: the ``podcode`` command when it is on the
+    ``PATH``, else this interpreter with podcode's CLI module."""
+    if shutil.which("podcode"):
+        return "podcode", ["mcp"]
+    return sys.executable, ["-m", "interactive.cli", "mcp"]
 
 
 def _digest(path: Path) -> str:

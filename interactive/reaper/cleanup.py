@@ -146,6 +146,8 @@ def _final_mail(
         changed=list(report.changed),
         problems=list(report.problems),
         notes=list(state.notes),
+        actions=state.status()["actions"],  # copied under the state's lock
+        actions_dropped=state.actions_dropped,
     )
 
 

@@ -257,7 +257,9 @@ class Session:
         self._control = ControlServer(self, self.token, control_sock, password=self.password
                                       if self.settings.editor.ide == "code-server" else None,
                                       editors=Desktop(self.workspace, lambda: self.ssh),
-                                      failure=self._postmortem.excinfo)  # the notebook's frame
+                                      failure=self._postmortem.excinfo,  # the notebook's frame
+                                      agents=self.settings.editor.agents,
+                                      secrets=(self.password,))  # JupyterLab's token too
         self._loop.call(self._control.start())
         self.ssh = start_ssh(self._loop, self.settings, bind=bind, workspace=self.workspace,
                              port=self._offset(self.settings.ports.ssh_port), session=self.id,
@@ -283,6 +285,7 @@ class Session:
             session=self.id,
             desktop=self.ssh is not None,
             language_server=language_server(self.settings, self.state.note),
+            agents=self.settings.editor.agents,
         )
         self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
         self._resume_base = self.snapshot

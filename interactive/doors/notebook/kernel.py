@@ -7,6 +7,9 @@ the failed frame's globals, then its locals on top (a copy: the frame itself is 
 changed), then what the cells assigned; a function or comprehension in a cell sees all
 of them (separate globals and locals would hide the frame's locals from a comprehension
 before Python 3.12). A new failure (the resumed task failed again) starts a new namespace.
+A cell may name another frame of the failed call (``frame``: an index of
+:func:`interactive.doors.failure.stack`, 0 where it raised); each frame has a namespace
+of its own, built the same way.
 
 A cell whose last statement is an expression shows its value (:mod:`.outputs`) unless the
 cell ends with ``;`` (as in Jupyter); ``print``
@@ -50,6 +53,7 @@ from typing import Any
 
 from interactive.base.threads import start_thread
 from interactive.base.types import ExcInfo
+from interactive.doors.failure import frame_at
 from interactive.doors.notebook import outputs, streams
 
 log = logging.getLogger(__name__)
@@ -120,6 +124,8 @@ class _Cell:
     result: CellResult
     printed: streams.Listener | None = None
     interrupted: bool = False
+    frame: int | None = None
+    """The frame it runs in (None: the failed frame)."""
 
 
 class FrameKernel:
@@ -134,7 +140,7 @@ class FrameKernel:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._running: _Cell | None = None
-        self._namespace: dict[str, Any] = {}
+        self._namespaces: dict[FrameType, dict[str, Any]] = {}
         self._for: BaseException | None = None
         self._counter = itertools.count(1)
         self._closed = False
@@ -142,13 +148,15 @@ class FrameKernel:
         """Set by the session: what :mod:`.here` offers a cell (resume, the inputs...)."""
 
     # -- the session's side ---------------------------------------------------------
-    def execute(self, source: str, printed: streams.Listener | None = None
-                ) -> concurrent.futures.Future[CellResult]:
+    def execute(self, source: str, printed: streams.Listener | None = None,
+                frame: int | None = None) -> concurrent.futures.Future[CellResult]:
         """Queue ``source``; the future holds its outputs once it ran. ``printed`` is told
-        what the cell prints as it prints it (on the cell's thread: it must not block)."""
+        what the cell prints as it prints it (on the cell's thread: it must not block).
+        ``frame``: the index of the frame to run it in (None: the failed frame); a frame
+        the failure does not have is the cell's error."""
         with self._lock:
             cell = _Cell(source, concurrent.futures.Future(), CellResult(count=next(self._counter)),
-                         printed)
+                         printed, frame=frame)
             if self._closed:  # no worker will take it
                 cell.done.set_result(abandoned(cell.result.count, NOT_RUN))
                 return cell.done
@@ -157,12 +165,16 @@ class FrameKernel:
         self._cells.put(cell)
         return cell.done
 
-    def interrupt(self, wait: float = INTERRUPT_WAIT_SECONDS) -> str:
+    def interrupt(self, wait: float = INTERRUPT_WAIT_SECONDS,
+                  only: concurrent.futures.Future[CellResult] | None = None) -> str:
         """Stop the running cell: ``"idle"`` (none ran), ``"interrupted"`` (it stopped within
         ``wait`` seconds) or ``"native"`` (it is blocked in native code and will stop when
-        that returns to Python)."""
+        that returns to Python). ``only``: stop that cell (the future :meth:`execute`
+        returned) and no other; still queued, it is taken off the queue (``"not run"``)."""
         with self._lock:
             cell, thread = self._running, self._thread
+            if only is not None and (cell is None or cell.done is not only):
+                return "not run" if only.cancel() else "idle"
             if cell is None or thread is None or thread.ident is None:
                 return "idle"
             if not cell.interrupted:  # one per cell: the worker's guard expects at most one
@@ -223,7 +235,7 @@ class FrameKernel:
                 return
             self._running = cell
         try:
-            self._execute(cell.source, cell.result, cell.printed)
+            self._execute(cell.source, cell.result, cell.printed, cell.frame)
         except BaseException as exc:  # an interrupt landing as the outcome was shown
             cell.result.ok = False
             cell.result.outputs.append(outputs.error(exc, frozenset()))
@@ -240,7 +252,7 @@ class FrameKernel:
                 log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
 
     def _execute(self, source: str, result: CellResult,
-                 printed: streams.Listener | None = None) -> None:
+                 printed: streams.Listener | None = None, frame: int | None = None) -> None:
         """Run one cell, its outputs into ``result``. Whatever raises (the cell, its
         value's ``__repr__``, an exception's ``__str__``, a ``BaseException``) ends as an
         error output and ``ok`` false."""
@@ -251,7 +263,7 @@ class FrameKernel:
         with streams.captured(printed) as (out, err):
             try:
                 use_agg()
-                names = self._names()
+                names = self._names(frame)
                 body, value = split(source, filename)
                 if body is not None:
                     exec(body, names)  # noqa: S102 - the engineer's own cell, in their process
@@ -270,15 +282,20 @@ class FrameKernel:
         if failure is not None:
             result.outputs.append(failure)
 
-    def _names(self) -> dict[str, Any]:
-        """The namespace of the current failure (a new one for a new failure)."""
+    def _names(self, index: int | None = None) -> dict[str, Any]:
+        """The namespace of frame ``index`` (None: the failed frame) of the current failure
+        (new ones for a new failure)."""
         excinfo = self._failure()
         if excinfo is None:
             raise RuntimeError("the session shows no failure now: no frame to run the cell in")
         if self._for is not excinfo[1]:
-            self._namespace = namespace(failed_frame(excinfo, self._workspace))
+            self._namespaces = {}
             self._for = excinfo[1]
-        return self._namespace
+        frame = failed_frame(excinfo, self._workspace) if index is None else \
+            frame_at(excinfo, index)
+        if frame not in self._namespaces:
+            self._namespaces[frame] = namespace(frame)
+        return self._namespaces[frame]
 
 
 def _streams(out: str, err: str, dropped: int = 0) -> list[outputs.Output]:

@@ -88,6 +88,7 @@ function statusTooltip(status, nowSeconds) {
   if (left !== null && !BUSY_STATES.includes(status.state)) {
     lines.push(`cleanup in ${formatDuration(left)} unless you keep it alive`);
   }
+  lines.push(...agentLines(status, nowSeconds));
   if (BUSY_STATES.includes(status.state)) {
     lines.push('The task runs with your edits. If it succeeds, the session ends and this VS Code '
       + 'stops; if it fails, the session opens again here.');
@@ -95,6 +96,25 @@ function statusTooltip(status, nowSeconds) {
     lines.push('Click for: Resume workflow, Keep alive');
   }
   return lines.join('\n');
+}
+
+const SHOWN_ACTIONS = 5;
+
+// What coding agents did in the session (podcode mcp), newest last: the engineer sees
+// every change an agent made.
+function agentLines(status, nowSeconds) {
+  const actions = Array.isArray(status.actions) ? status.actions : [];
+  if (!actions.length) {
+    return [];
+  }
+  const total = actions.length + (isNumber(status.actions_dropped) ? status.actions_dropped : 0);
+  const lines = [`coding agent: ${total} action${total === 1 ? '' : 's'} in this session`];
+  for (const action of actions.slice(-SHOWN_ACTIONS)) {
+    const ago = isNumber(action.at) ? `${formatDuration(Math.max(0, nowSeconds - action.at))} ago` : '';
+    const answered = action.status === null || action.status === undefined ? '' : ` (${action.status})`;
+    lines.push(`  ${ago} ${action.actor}: ${action.action}${answered}`);
+  }
+  return lines;
 }
 
 // Whether to start the post-mortem now, with no click: a failed task waits (not one in
@@ -111,5 +131,5 @@ function shouldAttach(body, session, started, enabled, debugging) {
 module.exports = {
   shouldAttach,
   ENDED_TEXT, FAST_POLL_MS, POLL_MS, formatDuration, pollDelay, secondsLeft, sessionGone, statusText,
-  statusTooltip,
+  statusTooltip, agentLines,
 };
