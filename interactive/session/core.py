@@ -15,6 +15,7 @@ import os
 import queue
 import secrets
 import shutil
+import socket
 import sys
 import threading
 import time
@@ -158,6 +159,7 @@ class Session:
         self.ssh: Any = None
         """The SSH endpoint (:class:`interactive.doors.ssh.SshEndpoint`), if it serves."""
         self._publisher: Publisher | None = None
+        self._watchdog: Watchdog | None = None
         self._resume_lock = threading.Lock()
         """Held while a resume plans: one at a time."""
         self.state.on_phase(self._phase_moved)
@@ -226,51 +228,98 @@ class Session:
 
         The IDE joins when it is ready: a code-server that must be installed first
         (minutes) never holds the session back; debugpy and the control API serve
-        meanwhile and the status says the IDE is on its way."""
+        meanwhile and the status says the IDE is on its way. The stages, in order:"""
         started = time.perf_counter()
         self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
+        control_sock = self._claim()
+        self._start_ide()
+        self._start_watchdog()
+        self._start_doors(control_sock)
+        self._capture(fn, args, kwargs, snapshot)
+        self.endpoints.debug = postmortem.listen(
+            self.settings.ports.bind, self._offset(self.settings.ports.debug_port))
+        self._configure()
+        self._ide_ready.wait(IDE_TIMEOUT_SECONDS if self._ide_launched.is_set() else 0)
+        self._say_where_edits_go()
+        self._arm(excinfo)
+        self._loop_thread().spawn(self._watch(), "monitor")
+        self._announce()
+        log.info(
+            "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
+            self.task.name,
+            time.perf_counter() - started,
+            self.endpoints.control_url,
+            *self.endpoints.debug,
+            f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
+        )
+
+    def _claim(self) -> socket.socket:
+        """The session's name, home and role among the pod's ranks, its loop and publisher,
+        and the control API's socket (bound now: the port is the session's from here on)."""
         self.id = claim_session_id()  # several sessions may wait in one process
         make_home(self.base_home, self.home)
         set_in_session(True)
         self.leader = self.peers is None or self.peers.try_lead()
         self.config_root = self._config_root()
-        bind = self.settings.ports.bind
         control_sock = bind_free(
-            bind, self._offset(self.settings.ports.control_port), "control_port"
-        )
+            self.settings.ports.bind, self._offset(self.settings.ports.control_port),
+            "control_port")
         self.endpoints.control_url = url_of(control_sock)
         self._loop = LoopThread()
         self._publisher = Publisher(
             self._loop, home=self.home, base_home=self.base_home, leader=self.leader,
             peers=self.peers, session=self.id,
         )
+        return control_sock
+
+    def _start_ide(self) -> None:
+        """code-server (or JupyterLab) takes the longest: it starts first, on the pod's
+        leader, and the rest is set up while it boots."""
+        if self.settings.editor.ide == "none" or not self.leader:
+            return
         settled = threading.Event()
-        if self.settings.editor.ide != "none" and self.leader:
-            # code-server takes the longest: start it first, set up the rest while it boots.
-            self._loop.spawn(self._serve_ide(settled, bind), "ide")
-            settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
-        paths = record.record_paths(self.home, self.base_home, self.id)  # ends all if killed
-        self._watchdog: Watchdog | None = start_watchdog(paths, marker=(SESSION_VARIABLE, self.id))
+        self._loop_thread().spawn(self._serve_ide(settled, self.settings.ports.bind), "ide")
+        settled.wait(IDE_TIMEOUT_SECONDS)  # our imports below would slow its start (GIL)
+
+    def _start_watchdog(self) -> None:
+        """The process that ends the IDE and clears the secrets if this one is killed."""
+        paths = record.record_paths(self.home, self.base_home, self.id)
+        self._watchdog = start_watchdog(paths, marker=(SESSION_VARIABLE, self.id))
         if self._watchdog is not None:
-            self._loop.spawn(self._watchdog.guard(), "watchdog")  # and is kept alive
+            self._loop_thread().spawn(self._watchdog.guard(), "watchdog")  # and kept alive
+
+    def _start_doors(self, control_sock: socket.socket) -> None:
+        """The control API (with the desktop editors', the notebook's and the agent's
+        routes) and, where asyncssh is installed, the SSH endpoint."""
         from interactive.doors.control import ControlServer  # aiohttp: while the IDE boots
+
         self._control = ControlServer(self, self.token, control_sock, password=self.password
                                       if self.settings.editor.ide == "code-server" else None,
                                       editors=Desktop(self.workspace, lambda: self.ssh),
                                       failure=self._postmortem.excinfo,  # the notebook's frame
                                       agents=self.settings.editor.agents,
                                       secrets=(self.password,))  # JupyterLab's token too
-        self._loop.call(self._control.start())
-        self.ssh = start_ssh(self._loop, self.settings, bind=bind, workspace=self.workspace,
+        loop = self._loop_thread()
+        loop.call(self._control.start())
+        self.ssh = start_ssh(loop, self.settings, bind=self.settings.ports.bind,
+                             workspace=self.workspace,
                              port=self._offset(self.settings.ports.ssh_port), session=self.id,
                              state=self.state)
+
+    def _capture(self, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 snapshot: CallSnapshot | None) -> None:
+        """The task's inputs saved for "debug again" and load_inputs(); what could not be
+        kept as at the call becomes a note."""
         self.capture = save_session_inputs(
             self.task.name, fn, args, kwargs, self.home, self.settings.max_capture_bytes, snapshot,
             self.id,
         )
         for note in self.capture.notes():
             self.state.note(note)
-        self.endpoints.debug = postmortem.listen(bind, self._offset(self.settings.ports.debug_port))
+
+    def _configure(self) -> None:
+        """The ``.vscode`` files, then the workspace's snapshot (after them: podcode's own
+        files are not edits), which the edits and the resume are measured against."""
         vscode_files.write_configurations(
             self.config_root,
             self.task,
@@ -287,21 +336,13 @@ class Session:
             language_server=language_server(self.settings, self.state.note),
             agents=self.settings.editor.agents,
         )
-        self.snapshot = Snapshot.take(self.workspace)  # after our own files: not edits
+        self.snapshot = Snapshot.take(self.workspace)
         self._resume_base = self.snapshot
-        self._ide_ready.wait(IDE_TIMEOUT_SECONDS if self._ide_launched.is_set() else 0)
-        self._say_where_edits_go()
-        self._arm(excinfo)
-        self._loop.spawn(self._watch(), "monitor")
-        self._announce()
-        log.info(
-            "session for %s ready in %.2fs: control %s, debugpy %s:%d%s",
-            self.task.name,
-            time.perf_counter() - started,
-            self._control.url,
-            *self.endpoints.debug,
-            f", IDE {self.endpoints.code_server_url}" if self.endpoints.code_server_url else "",
-        )
+
+    def _loop_thread(self) -> LoopThread:
+        if self._loop is None:
+            raise RuntimeError("the session's loop starts when the session opens")
+        return self._loop
 
     def _announce(self) -> None:
         """One line on the task's output: where the session is and what to do (no secret),
