@@ -22,6 +22,7 @@ from tests.torchrun_job import (
     job_with_bug,
     post,
     resume_and_finish,
+    resume_one_by_one,
 )
 
 pytest.importorskip("torch.distributed")
@@ -73,6 +74,20 @@ def test_rank_1_fails_while_rank_0_is_in_backward_and_both_resume_to_the_fixed_r
 
 
 @pytest.mark.parametrize(
+    "job", [(ONE_RANK, False), (ONE_RANK, True)], ids=["init-in-main", "init-at-top"],
+    indirect=True,
+)
+def test_rank_1_resumed_before_rank_0_waits_for_it_and_both_end_with_the_fixed_result(
+    job: Torchrun, reference: str
+) -> None:
+    """The resume reaches rank 1's session alone, then rank 0's once rank 1 has left its own:
+    rank 1 waits for rank 0 before it forms the group again (in main) or podcode does."""
+    output = resume_one_by_one(job, ONE_RANK, (1, 0))
+    assert "rank 1 waits for the other ranks to resume" in output
+    assert checksums(output) == [reference], output
+
+
+@pytest.mark.parametrize(
     "job", [(ALL_RANKS, False), (ALL_RANKS, True)], ids=["init-in-main", "init-at-top"],
     indirect=True,
 )
@@ -82,7 +97,6 @@ def test_a_bug_every_rank_hits_resumes_to_the_fixed_result(job: Torchrun, refere
     output = resume_and_finish(job, ALL_RANKS)
     assert checksums(output) == [reference], output
     assert "EADDRINUSE" not in output
-
 
 
 @pytest.mark.parametrize(

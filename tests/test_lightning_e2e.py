@@ -24,6 +24,7 @@ from tests.torchrun_job import (
     job_with_bug,
     post,
     resume_and_finish,
+    resume_one_by_one,
 )
 
 pytest.importorskip("lightning.pytorch", reason="lightning is not installed (the test extra)")
@@ -69,6 +70,21 @@ def test_rank_1_fails_while_rank_0_is_in_backward_and_both_resume_to_the_fixed_r
     assert checksums(output) == [reference], output
     assert "initialize the default process group twice" not in output
     assert "runs inside Lightning's training loop" not in output  # run calls trainer.fit
+
+
+@pytest.mark.parametrize("order", [(1, 0), (0, 1)], ids=["rank-1-first", "rank-0-first"])
+@pytest.mark.parametrize("job", [(ONE_RANK,)], indirect=True)
+def test_each_rank_resumed_on_its_own_in_either_order_ends_with_the_fixed_result(
+    job: Torchrun, reference: str, order: tuple[int, int]
+) -> None:
+    """The resume reaches one rank's session, and the other's only once the first has left
+    its own: the first waits for the second before it forms the group again, on a store that
+    the failed attempt's teardown does not close under it."""
+    assert "stopped because rank 1 failed" in job.wait_waiting(0)["error"]
+    output = resume_one_by_one(job, ONE_RANK, order)
+    assert checksums(output) == [reference], output
+    assert f"rank {order[0]} waits for the other ranks to resume" in output
+    assert "Failed to recv" not in output
 
 
 @pytest.mark.parametrize("job", [(ALL_RANKS,)], indirect=True)

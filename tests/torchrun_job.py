@@ -78,6 +78,17 @@ def start(
     )
 
 
+def agent(node_rank: int, nnodes: int, nproc: int, master_port: int) -> tuple[str, ...]:
+    """torchrun's agent for one node (pod) of ``nnodes``, each with ``nproc`` ranks, the
+    first node serving the job's store on loopback's ``master_port``: a ``command``
+    for :class:`Torchrun`, followed by the script."""
+    return (
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+        "--node-rank", str(node_rank), "--nproc-per-node", str(nproc),
+        "--master-addr", "127.0.0.1", "--master-port", str(master_port),
+    )
+
+
 def stop_tree(proc: subprocess.Popen[bytes]) -> None:
     """torchrun starts its workers in sessions of their own: stop the whole tree."""
     try:
@@ -165,12 +176,18 @@ class Torchrun:
         stop_tree(self.proc)
 
 
-def post(record: dict[str, Any], path: str) -> tuple[int, Any]:
+PEER_HEADER = "X-Podcode-Peer"
+"""A call that a rank forwarded: the rank that receives it does not forward it again."""
+
+
+def post(record: dict[str, Any], path: str, alone: bool = False) -> tuple[int, Any]:
+    """POST ``path`` to a session's control API; ``alone``: as if forwarded by a peer, so
+    that this rank does not pass it on to the others."""
+    headers = {"Authorization": f"Bearer {record['token']}", "Content-Type": "application/json"}
+    if alone:
+        headers[PEER_HEADER] = "1"
     request = urllib.request.Request(
-        record["control_url"] + path,
-        data=b"{}",
-        method="POST",
-        headers={"Authorization": f"Bearer {record['token']}", "Content-Type": "application/json"},
+        record["control_url"] + path, data=b"{}", method="POST", headers=headers
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         return response.status, json.loads(response.read())
@@ -261,6 +278,30 @@ def job_with_bug(
         yield run
     finally:
         run.stop()
+
+
+def wait_left(job: Torchrun, local_rank: int, timeout: float = 30) -> None:
+    """Until ``local_rank`` has left its session (it resumes, or waits to)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        record = job.record(local_rank)
+        if record is not None and record["state"] != "waiting":
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"rank {local_rank} never left its session:\n{job.output()}")
+
+
+def resume_one_by_one(
+    job: Torchrun, bug: tuple[str, str], order: tuple[int, ...], timeout: float = 90
+) -> str:
+    """Every rank waits; fix the script, resume each rank's session alone, in ``order``, each
+    once the one before has left its session; the job's output at its end."""
+    ranks = [job.wait_waiting(rank) for rank in range(len(order))]
+    fix(job.workspace / job.script[0], bug)
+    for rank in order:
+        assert post(ranks[rank], "/api/resume", alone=True)[0] == 202
+        wait_left(job, rank)
+    return finish(job, timeout)
 
 
 def resume_and_finish(job: Torchrun, bug: tuple[str, str], timeout: float = 90) -> str:

@@ -10,6 +10,17 @@ the old one still bound), then runs its task again. A group that the task
 formed itself (``init_process_group`` inside the decorated function) is left to
 the re-run to form again.
 
+A resume reaches the ranks one after another (or one pod after another). No rank
+starts its new attempt before every rank has left the failed one: each waits on
+the failed group's store until all have resumed. And that store is kept for the
+life of the process: a rank whose new attempt already connected to it (rank 0
+serves it when no launcher does, and a new group on ``MASTER_PORT`` reuses it)
+never sees it close under it.
+
+Before the group breaks, the failing rank records its failure in the group's
+store, and a rank whose collective failed because the group broke names it
+(:mod:`interactive.distributed.blame`).
+
 How the group is broken depends on its backend:
 
 - gloo: this rank's gloo connections are shut down first
@@ -42,10 +53,13 @@ import os
 import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from interactive.base.errors import add_note
-from interactive.distributed import gloo_sockets, loops
+from interactive.distributed import blame, gloo_sockets, loops
+
+if TYPE_CHECKING:
+    from interactive.distributed.peers import Peers
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +85,9 @@ class _Aborted:
 
 _aborted: _Aborted | None = None
 _generation = 0
+"""How many times this process's ranks resumed together (the same on every rank)."""
+_kept_stores: list[Any] = []
+"""The stores of the groups broken so far, kept until the process exits (see the module)."""
 _group_at_call: bool | None = None
 """Whether a process group existed at the process's first decorated call (None: unknown)."""
 
@@ -125,12 +142,12 @@ def abort_group(error: BaseException | None = None) -> bool:
     if dist is None or dist.get_world_size() < 2:
         return False
     _join_late(dist)
+    store = _default_store(dist)
     if error is not None:
-        _announce(error)
+        _announce(error, dist.get_rank(), dist.get_world_size(), store)
         loops.warn_if_inside(error)
     aborted = _Aborted(
-        str(dist.get_backend()), dist.get_rank(), dist.get_world_size(),
-        store=_default_store(dist),
+        str(dist.get_backend()), dist.get_rank(), dist.get_world_size(), store=store,
         formed_by_task=_group_at_call is False and not _formed_once(),
     )
     cut = gloo_sockets.cut(dist) if "gloo" in aborted.backend.lower() else 0
@@ -159,28 +176,42 @@ def abort_group(error: BaseException | None = None) -> bool:
     return True
 
 
-def _announce(error: BaseException) -> None:
-    """Tell the pod's ranks this one failed, before the group breaks. A failure that the
-    group's breaking caused (a peer announced its own first) names that peer's bug."""
+def _announce(error: BaseException, rank: int, world_size: int, store: Any) -> None:
+    """Tell the job (the group's store) and the pod's ranks (their files) this one failed,
+    before the group breaks. A rank whose error is the group breaking is never a cause:
+    it names the first real failure, where the store or the pod's ranks know it."""
     from interactive.distributed import peers
 
     pod = peers.current()
+    text = f"{type(error).__name__}: {error}"
+    broken = peers.broke_with_the_group(error)
+    culprit: blame.Failure | None = None
+    if broken:
+        culprit = _culprit(store, pod)
+        local_world = pod.info.local_world_size if pod is not None else world_size
+        _blame(error, rank, blame.reason(culprit, other_pods=world_size > local_world))
+    elif store is not None:
+        blame.record_first(store, _generation, blame.Failure(rank, text, blame.pod_name()))
     if pod is None:
         return
-    culprit = pod.culprit() if peers.broke_with_the_group(error) else None
-    if culprit is not None:
-        _blame(error, pod.info.rank, *culprit)
     try:
-        pod.announce_failure(f"{type(error).__name__}: {error}",
-                             None if culprit is None else culprit[0])
+        pod.announce_failure(text, None if culprit is None else culprit.rank, broken=broken)
     except OSError as exc:
-        log.warning("rank %d: cannot announce its failure to the other ranks: %s",
-                    pod.info.rank, exc)
+        log.warning("rank %d: cannot announce its failure to the other ranks: %s", rank, exc)
 
 
-def _blame(error: BaseException, rank: int, culprit: int, their_error: str) -> None:
-    """Say in ``error`` itself (what its session shows) which rank's bug stopped this one."""
-    why = f"stopped because rank {culprit} failed ({their_error})"
+def _culprit(store: Any, pod: Peers | None) -> blame.Failure | None:
+    """The first real failure: the job's (in the group's store), else one of this pod's
+    ranks' (their files)."""
+    found = blame.first(store, _generation) if store is not None else None
+    if found is not None or pod is None:
+        return found
+    local = pod.culprit()
+    return None if local is None else blame.Failure(local[0], local[1], blame.pod_name())
+
+
+def _blame(error: BaseException, rank: int, why: str) -> None:
+    """Say in ``error`` itself (what its session shows) what stopped this rank."""
     if len(error.args) == 1 and isinstance(error.args[0], str):
         error.args = (f"{why}; here: {error.args[0]}",)
     add_note(error, f"podcode: rank {rank} {why}: fix that rank's bug and resume; "
@@ -293,11 +324,14 @@ def reform_group() -> bool:
         return False
     import torch.distributed as dist
 
+    if aborted.store is not None:
+        _kept_stores.append(aborted.store)  # a peer's new attempt may be connected to it
+        leave_together(aborted.store, _generation, aborted.rank, aborted.world_size)
+    _generation += 1
     if aborted.formed_by_task or dist.is_initialized():  # the re-run forms it / made one
         log.info("rank %d: the task forms its process group again itself", aborted.rank)
         _aborted = None
         return False
-    _generation += 1
     store = aborted.store if aborted.store is not None else _new_store(aborted)
     log.info("rank %d: re-forming the process group (%s, generation %d)",
              aborted.rank, aborted.backend, _generation)
@@ -309,6 +343,27 @@ def reform_group() -> bool:
         timeout=REFORM_TIMEOUT,
     )
     _aborted = None
+    return True
+
+
+def leave_together(store: Any, generation: int, rank: int, world_size: int,
+                   timeout: datetime.timedelta = REFORM_TIMEOUT) -> bool:
+    """Wait on the failed group's ``store`` until every rank has left the failed attempt
+    (resumed), so that none starts the next one alone; whether they all did. A store
+    that fails or times out is logged, and the rank goes on (its new group then waits)."""
+    counter = f"podcode/left-{generation}"
+    everyone = f"{counter}/all"
+    try:
+        if int(store.add(counter, 1)) >= world_size:
+            store.set(everyone, b"1")
+        else:
+            log.warning("rank %d waits for the other ranks to resume before it runs again "
+                        "(at most %s)", rank, timeout)
+        store.wait([everyone], timeout)
+    except Exception as exc:
+        log.warning("rank %d: could not wait for every rank to resume (%s); it forms the "
+                    "process group again without", rank, exc)
+        return False
     return True
 
 

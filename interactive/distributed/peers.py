@@ -12,7 +12,8 @@ local rank that waits in a session, so they go on together.
 A rank that fails announces it (``rank-<local rank>/failure.json``) before it
 breaks the process group. A peer whose collective then fails because the group
 broke ("Connection closed by peer") finds that announcement: it is stopped
-because of that rank's bug, not one of its own, and says so.
+because of that rank's bug, not one of its own, and says so. Such a peer
+announces its failure too, marked ``broken``: it is never taken for a cause.
 """
 
 from __future__ import annotations
@@ -134,12 +135,13 @@ class Peers:
         ]
 
     # -- failing ---------------------------------------------------------------------
-    def announce_failure(self, error: str, because: int | None) -> None:
-        """Say this rank failed (``because``: another rank's failure made it fail)."""
+    def announce_failure(self, error: str, because: int | None, broken: bool = False) -> None:
+        """Say this rank failed (``because``: the rank whose failure made it fail, where
+        known; ``broken``: its error is the group breaking, so it is no cause)."""
         folder = rank_home(self.base, self.info)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         announcement = {"rank": self.info.rank, "error": error, "because": because,
-                        **process_identity()}
+                        "broken": broken, **process_identity()}
         write_json(folder / FAILURE, announcement, mode=0o600, durable=False)
 
     def withdraw_failure(self) -> None:
@@ -147,12 +149,14 @@ class Peers:
         (rank_home(self.base, self.info) / FAILURE).unlink(missing_ok=True)
 
     def culprit(self) -> tuple[int, str] | None:
-        """(rank, error) of a live local rank that announced a failure of its own."""
+        """(rank, error) of a live local rank that announced a failure of its own (a rank
+        stopped by the group breaking is never one)."""
         for local in range(self.info.local_world_size):
             if local == self.info.local_rank:
                 continue
             announced = _read_failure(self.base / f"rank-{local}" / FAILURE)
-            if announced is not None and announced.get("because") is None:
+            if (announced is not None and announced.get("because") is None
+                    and not announced.get("broken")):
                 return int(announced["rank"]), str(announced["error"])
         return None
 
