@@ -19,8 +19,10 @@ def test_a_distributed_jobs_status_names_its_ranks_and_the_one_that_failed() -> 
                          "error": "RuntimeError: nan"}], "gpu_utilization": None}
     summary = tools().summary(status)
     assert summary["cleanup_in_seconds"] == 600
-    assert summary["failed_ranks"] == [{"rank": 1, "local_rank": 1,
-                                        "error": "RuntimeError: nan"}]
+    assert summary["failed_ranks"] == [
+        {"rank": 0, "local_rank": 0, "this_session": True, "error": "RuntimeError: nan at rank 1"},
+        {"rank": 1, "local_rank": 1, "error": "RuntimeError: nan"}]
+    assert "stopped_ranks" not in summary
     assert summary["rank"]["world_size"] == 2 and "gpu_utilization" not in summary
 
 

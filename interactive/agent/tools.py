@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from interactive.agent import bounds, filetext, outcome, patch
-from interactive.agent.reach import Reach, Reached
+from interactive.agent import bounds, filetext, outcome, patch, ranks
+from interactive.agent.reach import Reach, Reached, local_id
 from interactive.base.control_client import ControlError, ControlRefused, ControlUnreachable
+from interactive.base.errors import PodcodeError
 
 MAX_WAIT_SECONDS = 600.0
 """The longest ``resume`` waits for the task's outcome."""
@@ -69,6 +70,7 @@ class Tools:
     def list_sessions(self) -> Reply:
         sessions = []
         now = self.clock()
+        by_port = self.rank_sessions()
         for listed in self.reach.sessions():
             details = {k: v for k, v in listed.details.items() if v is not None}
             started = details.pop("started", None)
@@ -81,7 +83,7 @@ class Tools:
                                      "task": listed.task, "state": listed.state,
                                      "open": listed.open, **details}
             if listed.open and listed.id.startswith("local/"):
-                entry.update(self._status_fields(listed.id))
+                entry.update(self._status_fields(listed.id, by_port))
             sessions.append(entry)
         answer: dict[str, Any] = {"sessions": sessions}
         if self.reach.cluster_note:
@@ -91,16 +93,27 @@ class Tools:
                               "fails (PODCODE_ENABLE=1 on a laptop, or in a Kubernetes pod)")
         return data_reply(answer)
 
-    def _status_fields(self, session: str) -> dict[str, Any]:
+    def _status_fields(self, session: str, by_port: Mapping[int, str]) -> dict[str, Any]:
         try:
             status = self.reach.reach(session).client.status()
         except ControlError as exc:
             return {"status_error": str(exc)}
-        return self.summary(status)
+        return self.summary(status, by_port)
 
-    def summary(self, status: Mapping[str, Any]) -> dict[str, Any]:
+    def rank_sessions(self) -> dict[int, str]:
+        """The open sessions of this machine by their debugger's port: how a rank's
+        status, which names the pod's other ranks by their debugger, leads to their
+        sessions."""
+        return {found.record.debug_port: local_id(found) for found in self.reach.local()
+                if found.open and found.record.debug_port is not None}
+
+    def summary(self, status: Mapping[str, Any],
+                by_port: Mapping[int, str] | None = None) -> dict[str, Any]:
         """What an agent needs of ``GET /api/status``: state, error, attempt, idle time and
-        the cleanup countdown, the ranks of a distributed job."""
+        the cleanup countdown; for a rank of a distributed job, the pod's ranks, which of
+        them failed on their own and which only stopped because of it
+        (:func:`~interactive.agent.ranks.blame`; ``by_port``: the sessions of this
+        machine by their debugger's port)."""
         now = self.clock()
         cleanup = status.get("cleanup_at")
         kept = {k: status.get(k) for k in ("state", "error", "attempt", "idle_seconds",
@@ -108,17 +121,14 @@ class Tools:
                 if status.get(k) not in (None, [], {})}
         if isinstance(cleanup, (int, float)):
             kept["cleanup_in_seconds"] = round(max(0.0, cleanup - now))
-        ranks = status.get("ranks")
-        if isinstance(ranks, list):
-            failing = [r for r in ranks if isinstance(r, Mapping) and r.get("error")]
-            if failing:
-                kept["failed_ranks"] = [{"rank": r.get("rank"), "local_rank": r.get("local_rank"),
-                                         "error": r.get("error")} for r in failing]
+        kept.update(ranks.blame(status, by_port))
         return kept
 
     def session_status(self, session: str | None) -> Reply:
         reached = self.reach.reach(session)
-        return data_reply({"session": reached.id, **self.summary(reached.client.status())})
+        status = reached.client.status()
+        by_port = self.rank_sessions() if ranks.everyone(status) else None
+        return data_reply({"session": reached.id, **self.summary(status, by_port)})
 
     # -- reading the failure ----------------------------------------------------------
     def describe_failure(self, session: str | None) -> Reply:
@@ -126,15 +136,17 @@ class Tools:
         client = reached.client
         status = client.status()
         failure = client.frames()
-        answer: dict[str, Any] = {"session": reached.id, **self.summary(status),
+        by_port = self.rank_sessions() if ranks.everyone(status) else None
+        answer: dict[str, Any] = {"session": reached.id, **self.summary(status, by_port),
                                   "exception": failure.get("exception"),
                                   "frames": failure.get("frames")}
         if failure.get("frames"):
             index = failing_frame(failure)
             answer["failing_frame"] = index
             answer["failing_frame_locals"] = client.frame_locals(index).get("locals")
-        answer["next"] = ("evaluate expressions in a frame (evaluate), read the code "
-                          "(read_file, search_code), fix it (apply_diff), then resume")
+        answer["next"] = ranks.pointer(status, by_port) or (
+            "evaluate expressions in a frame (evaluate), read the code (read_file, "
+            "search_code), fix it (apply_diff), then resume")
         return data_reply(answer)
 
     def list_frames(self, session: str | None) -> Reply:
@@ -211,21 +223,21 @@ class Tools:
     def resume(self, session: str | None, wait_seconds: float) -> Reply:
         reached = self.reach.reach(session)
         client = reached.client
-        before = client.status().get("attempt")
+        status = client.status()
+        before = status.get("attempt")
+        peers = self._waiting_peers(reached, status)
         planned = client.resume()
-
-        def poll() -> Mapping[str, Any] | None:
-            try:
-                return client.status()
-            except ControlUnreachable:
-                return None
-
         bound = min(max(wait_seconds, 0.0), MAX_WAIT_SECONDS)
-        result = outcome.wait(before if isinstance(before, int) else None, poll,
-                              lambda: self.reach.ended_state(reached), bound, sleep=self.sleep)
+        result = self._outcome(reached, before, bound)
         answer: dict[str, Any] = {"session": reached.id, "outcome": result.kind,
                                   "waited_seconds": round(result.waited, 1),
                                   "resume": planned, "status": self.summary(result.status)}
+        left = bound - result.waited
+        if peers:  # the session forwarded the resume to the pod's other ranks
+            answer["ranks"] = [self._peer_outcome(rank, peer, attempt, left)
+                               for rank, peer, attempt in peers]
+            for stale in ("ranks", "failed_ranks", "stopped_ranks"):  # as before the resume
+                answer["status"].pop(stale, None)
         if result.kind == outcome.FAILED_AGAIN:
             answer["new_failure"] = _failure_or_why(client)
             answer["next"] = "describe_failure shows the new failure's frames and locals"
@@ -236,6 +248,48 @@ class Tools:
         elif result.kind == outcome.RETURNED:
             answer["next"] = "the task returned: the workflow goes on with the edited code"
         return data_reply(answer)
+
+    def _outcome(self, reached: Reached, before: object, bound: float) -> outcome.Outcome:
+        client = reached.client
+
+        def poll() -> Mapping[str, Any] | None:
+            try:
+                return client.status()
+            except ControlUnreachable:
+                return None
+
+        return outcome.wait(before if isinstance(before, int) else None, poll,
+                            lambda: self.reach.ended_state(reached), max(bound, 0.0),
+                            sleep=self.sleep)
+
+    def _waiting_peers(self, reached: Reached,
+                       status: Mapping[str, Any]) -> list[tuple[Any, Reached, object]]:
+        """The pod's other ranks that wait in a session this machine reaches: (rank, its
+        session, its attempt). A resume reaches them through the session itself."""
+        others = [one for one in ranks.everyone(status)
+                  if not one["this"] and one.get("state") in ranks.WAITING]
+        if not others or reached.record_path is None:
+            return []
+        by_port = self.rank_sessions()
+        found = []
+        for one in others:
+            peer_id = by_port.get(ranks.debug_port(one) or -1)
+            if peer_id is None or peer_id == reached.id:
+                continue
+            try:
+                peer = self.reach.reach(peer_id)
+                found.append((one.get("rank"), peer, peer.client.status().get("attempt")))
+            except PodcodeError:
+                continue
+        return found
+
+    def _peer_outcome(self, rank: object, peer: Reached, attempt: object,
+                      bound: float) -> dict[str, Any]:
+        result = self._outcome(peer, attempt, bound)
+        told: dict[str, Any] = {"rank": rank, "session": peer.id, "outcome": result.kind}
+        if result.kind == outcome.FAILED_AGAIN:
+            told["error"] = result.status.get("error")
+        return told
 
     def abort(self, session: str | None) -> Reply:
         reached = self.reach.reach(session)
