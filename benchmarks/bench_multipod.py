@@ -1,0 +1,228 @@
+"""Benchmark of the job-wide channel (``interactive.distributed.jobstore``) on one torch
+``TCPStore``, the job's rendezvous store, hosted by a process of its own as a torchrun
+agent would host it. The pods are light: each is two clients of that store in this
+process (its channel, and the client its waiting thread holds), not a torch job.
+
+``run()`` returns entries with the median, ``min`` and ``max`` of ``PODCODE_BENCH_RUNS``
+runs (default 5):
+
+- ``multipod_fix_fanout_s``: wall seconds from one pod starting to post a fix (4 files,
+  100 KB, chunked and signed) to the last of **32** waiting pods having read and
+  verified it (each waits on the manifest's key with ``wait``: no polling). Baseline,
+  measured in the same run: the same bytes as one plain value (no chunks, no
+  signature), waited for and read the same way. Goal: at most 5 s.
+- ``multipod_store_idle_cpu_s_per_min_{8,32,128}``: CPU seconds per minute of the
+  process hosting the store while 8, 32 or 128 pods hold their connections, wait for
+  a fix and beat every ``jobstore.BEAT_SECONDS`` (4 s), and one of them reads every
+  counter once a beat. CPU time is the sum over the host's
+  threads of ``/proc/<pid>/task/<tid>/schedstat`` (nanoseconds; ``psutil``'s clock
+  ticks are too coarse for a 16-second window), else ``psutil``. Baseline, measured
+  in the same run: the same connections held, nothing waited for and no beat. Goal at
+  128 pods: at most 0.05; none at 8 and 32.
+
+Run: ``python benchmarks/run.py --merge bench_multipod`` (needs torch).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
+from interactive.distributed import jobstore  # noqa: E402
+from interactive.distributed.jobfix import FileEdit  # noqa: E402
+from interactive.distributed.jobstore import JobStore, StoreAddress  # noqa: E402
+
+FANOUT_PODS = 32
+IDLE_PODS = (8, 32, 128)
+WINDOW_SECONDS = 4 * jobstore.BEAT_SECONDS
+"""How long the store host's CPU is measured for one sample: whole beats, so every
+pod beats as often in every window."""
+FILES = 4
+FILE_BYTES = 25_000
+WAIT = datetime.timedelta(minutes=5)
+SECRET = os.urandom(32)
+
+
+def serve() -> None:
+    """The store host: a ``TCPStore`` server until stdin closes."""
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                     timeout=datetime.timedelta(seconds=30))
+    print(store.port, flush=True)
+    sys.stdin.read()
+
+
+@contextmanager
+def store_host() -> Iterator[tuple[int, int]]:
+    """The host's pid and the store's port."""
+    with subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as host:
+        assert host.stdout is not None and host.stdin is not None
+        try:
+            yield host.pid, int(host.stdout.readline())
+        finally:
+            host.stdin.close()
+            host.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds the process ``pid`` has used, every thread of it."""
+    try:
+        total = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            total += int((task / "schedstat").read_text().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        import psutil
+
+        times = psutil.Process(pid).cpu_times()
+        return float(times.user + times.system)
+
+
+def pods(port: int, count: int, namespace: str) -> list[JobStore]:
+    where = StoreAddress("127.0.0.1", port)
+
+    def one(index: int) -> JobStore:
+        return JobStore(jobstore.connect(where), namespace, f"pod-{index}", where,
+                        waiter=jobstore.connect(where))
+
+    return [one(index) for index in range(count)]
+
+
+def start(targets: list[Any]) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, daemon=True) for target in targets]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(300)
+        if thread.is_alive():
+            raise RuntimeError("a pod did not finish")
+
+
+def fix() -> list[FileEdit]:
+    return [FileEdit(f"pkg/module_{i}.py", os.urandom(FILE_BYTES), "0" * 64)
+            for i in range(FILES)]
+
+
+class Fanout:
+    """One fix posted to ``pods[1:]``, waiting; each sample a generation of its own."""
+
+    def __init__(self, channels: list[JobStore]) -> None:
+        self.channels = channels
+        self.generation = 0
+
+    def _next(self) -> int:
+        self.generation += 1
+        return self.generation
+
+    def ours(self) -> float:
+        generation, done = self._next(), []
+        threads = start([lambda p=p: done.append((p.wait_fix(generation, SECRET, WAIT),
+                                                  time.perf_counter()))
+                         for p in self.channels[1:]])
+        time.sleep(0.5)  # every pod waits in the store
+        started = time.perf_counter()
+        self.channels[0].post_fix(generation, fix(), SECRET)
+        join(threads)
+        if len(done) != len(threads) or any(got is None for got, _ in done):
+            raise RuntimeError("a pod did not get the fix")
+        return max(at for _, at in done) - started
+
+    def baseline(self) -> float:
+        key, done = self.channels[0].key("plain", self._next()), []
+
+        def wait(p: JobStore) -> None:
+            p.waiter.wait([key], WAIT)
+            done.append((p.client.get(key), time.perf_counter()))
+
+        threads = start([lambda p=p: wait(p) for p in self.channels[1:]])
+        time.sleep(0.5)
+        started = time.perf_counter()
+        self.channels[0].client.set(key, b"".join(edit.content for edit in fix()))
+        join(threads)
+        return max(at for _, at in done) - started
+
+
+class Idle:
+    """The store host's CPU while ``channels`` wait and beat, or only hold on."""
+
+    def __init__(self, pid: int, channels: list[JobStore]) -> None:
+        self.pid = pid
+        self.channels = channels
+        self.generation = 1000
+
+    def _window(self) -> float:
+        before = cpu_seconds(self.pid)
+        time.sleep(WINDOW_SECONDS)
+        return (cpu_seconds(self.pid) - before) * 60 / WINDOW_SECONDS
+
+    def _watch(self, stop: threading.Event) -> None:
+        """The owning pod reads every counter once a beat."""
+        liveness = jobstore.Liveness()
+        while not stop.wait(jobstore.BEAT_SECONDS):
+            liveness.update(self.channels[0].beats(), time.monotonic())
+
+    def ours(self) -> float:
+        self.generation += 1
+        generation, stop = self.generation, threading.Event()
+        waiting = start([lambda p=p: p.wait_fix(generation, SECRET, WAIT)
+                         for p in self.channels])
+        beating = start([lambda p=p: p.beat_until(stop) for p in self.channels]
+                        + [lambda: self._watch(stop)])
+        time.sleep(jobstore.BEAT_SECONDS)  # past the first beats
+        try:
+            return self._window()
+        finally:
+            stop.set()
+            self.channels[0].post_fix(generation, fix()[:1], SECRET)  # wakes the waiters
+            join(waiting + beating)
+
+    def baseline(self) -> float:
+        return self._window()
+
+
+def run(runs: int = RUNS) -> list[dict[str, Any]]:
+    entries = []
+    with store_host() as (pid, port):
+        fanout = Fanout(pods(port, FANOUT_PODS + 1, "bench/fanout"))  # one posts
+        mine, theirs = interleaved(fanout.ours, fanout.baseline, runs)
+        entries.append(figure(
+            "multipod_fix_fanout_s", mine, unit="s", baseline=theirs, goal="<= 5.0",
+            pods=FANOUT_PODS, fix_bytes=FILES * FILE_BYTES,
+            baseline_is="the same bytes as one plain value, waited for and read",
+        ))
+        for count in IDLE_PODS:
+            idle = Idle(pid, pods(port, count, f"bench/{count}"))
+            mine, theirs = interleaved(idle.ours, idle.baseline, runs)
+            entries.append(figure(
+                f"multipod_store_idle_cpu_s_per_min_{count}", mine, unit="cpu-s/min",
+                baseline=theirs, digits=4,
+                goal="<= 0.05" if count == 128 else "none (0.05 at 128 pods)",
+                beat_seconds=jobstore.BEAT_SECONDS, window_seconds=WINDOW_SECONDS,
+                baseline_is="the same connections held, no wait and no beat",
+            ))
+    return entries
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        for entry in run():
+            print(entry)
