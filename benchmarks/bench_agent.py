@@ -165,26 +165,13 @@ async def _measure(home: Path, client: ControlClient) -> dict[str, list[float]]:
     return samples
 
 
-FIX_JOB = textwrap.dedent("""
-    import time
-    from interactive import vscode
-
-    @vscode(port=0, control_port=0, debug_port=0)
-    def task(values):
-        total = 0
-        for value in values:
-            total += value * 2
-        time.sleep(1.5)  # a task fails after it ran a while, not at its first instruction
-        with open("raised_at", "w") as out:
-            out.write(repr(time.time()))
-        raise ValueError(f"total too large: {total}")
-
-    if __name__ == "__main__":
-        value = task([1, 2, 3])
-        with open("returned_at", "w") as out:
-            out.write(repr(time.time()))
-        print("RESULT", value)
-""")
+FIX_JOB = bench_frame.JOB.replace(
+    "    task([1, 2, 3])\n",
+    "    value = task([1, 2, 3])\n"
+    '    with open("returned_at", "w") as out:\n'
+    "        out.write(repr(time.time()))\n"
+    '    print("RESULT", value)\n',
+)
 """``bench_frame``'s task (it writes when it raised), which also writes when it returned."""
 RAISE = '    raise ValueError(f"total too large: {total}")'
 FIXED = "    return total"

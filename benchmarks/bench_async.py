@@ -31,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_frame import waiting_session  # noqa: E402
 from benchmarks.harness import figure, interleaved  # noqa: E402
 from interactive.base.control_client import ControlClient  # noqa: E402
 from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
@@ -118,22 +119,6 @@ def _environment(home: Path, enabled: bool, binary: Path | None) -> dict[str, st
     return env
 
 
-def _waiting(home: Path, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        for path in (home / "sessions").glob("*/session.json"):
-            try:
-                record: dict[str, Any] = json.loads(path.read_text())
-            except ValueError:
-                continue
-            if record.get("state") == "waiting":
-                return record
-        if proc.poll() is not None:
-            raise RuntimeError("the job exited before its session opened")
-        time.sleep(0.02)
-    raise RuntimeError("the session did not open in time")
-
-
 def stall_ms(enabled: bool, binary: Path | None) -> float:
     """The longest extra gap of the ticker in one run of the program, in ms."""
     with tempfile.TemporaryDirectory(prefix="podcode-bench-async-") as scratch:
@@ -146,7 +131,7 @@ def stall_ms(enabled: bool, binary: Path | None) -> float:
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             if enabled:
-                record = _waiting(home, proc)
+                record = waiting_session(home, proc)
                 time.sleep(WAIT_SECONDS)
                 (root / "divisor").write_text("1")
                 ControlClient(record["control_url"], record["token"]).resume()
@@ -170,7 +155,7 @@ def flyte2_resume_seconds() -> float:
                                     env=_environment(home, True, None), stdout=out,
                                     stderr=subprocess.STDOUT)
         try:
-            record = _waiting(home, proc)
+            record = waiting_session(home, proc)
             (root / "wf.py").write_text(FLYTE.replace("x * x // (x - 2)", "x * x"))
             started = time.time()
             ControlClient(record["control_url"], record["token"]).resume()

@@ -35,8 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_frame import waiting_session  # noqa: E402
 from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
 from interactive.base.identity import SESSION_VARIABLE  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 PRINTED_LINES, LINE_BYTES = 50_000, 10_000
 JOB = textwrap.dedent("""
@@ -64,19 +66,17 @@ def _environ(home: Path) -> dict[str, str]:
 
 def _record(home: Path, proc: subprocess.Popen[bytes], ide: str) -> dict[str, Any]:
     """The session's record once it waits (and, with JupyterLab, once that answers)."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        for path in (home / "sessions").glob("*/session.json"):
-            try:
-                record: dict[str, Any] = json.loads(path.read_text())
-            except ValueError:
-                continue
-            if record.get("state") == "waiting" and (ide == "none" or _answers(record)):
-                return record
-        if proc.poll() is not None:
-            raise RuntimeError(f"the job exited before its session opened: {proc.returncode}")
-        time.sleep(0.05)
-    raise RuntimeError("the session did not open in time")
+    record = waiting_session(home, proc)
+    if ide == "none":
+        return record
+    return dict(wait_until(lambda: _answering(home), "JupyterLab answers", 180))
+
+
+def _answering(home: Path) -> dict[str, Any] | None:
+    """The session's record, read again, once its JupyterLab answers (its address is
+    written when it is up)."""
+    record: dict[str, Any] = json.loads((home / "session.json").read_text())
+    return record if _answers(record) else None
 
 
 def _answers(record: dict[str, Any]) -> bool:

@@ -19,7 +19,6 @@ import secrets
 import socket
 import sys
 import threading
-import time
 import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -323,14 +322,6 @@ class Agent:
     def received(self) -> bytes:
         """Every byte the server wrote (to the client, and its log)."""
         return self.stdout.read_bytes() + self.stderr.read_bytes()
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def text_of(result: Any) -> str:

@@ -1,14 +1,16 @@
-"""podcode's SIGTERM state put back between tests: a test's SIGTERM must not reach the next
-test, and the handler the test found is restored."""
+"""The task layer's state put back between tests (a test's SIGTERM must not reach the next
+test, and the handler the test found is restored), and a first failure to hand a session."""
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from interactive.base.types import ExcInfo
 from interactive.task import preempt, wakeup
 
 
@@ -56,3 +58,11 @@ def sigterm_restored() -> Iterator[None]:
     uninstall()
     signal.signal(signal.SIGTERM, before)
     reset()
+
+
+def failure() -> ExcInfo:
+    """A task's first failure, as the runner hands it to a session."""
+    try:
+        raise ValueError("first failure")
+    except ValueError:
+        return sys.exc_info()  # type: ignore[return-value]

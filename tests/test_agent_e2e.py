@@ -17,10 +17,11 @@ import pytest
 
 from interactive.agent.bounds import MAX_BYTES
 from interactive.base import routes
-from tests.agent_fixture import mcp_agent, text_of, wait_for
+from tests.agent_fixture import mcp_agent, text_of
 from tests.cli_fixture import labels
 from tests.fake_kube import FakeKube
 from tests.session_fixture import Job
+from tests.waiting import wait_until
 
 JOB = """\
 import numpy as np
@@ -118,7 +119,7 @@ async def test_an_agent_reaches_a_session_in_a_pod_through_the_port_forward(
     job.start(env={"POD_NAME": "train-job-0", "POD_NAMESPACE": "ml"})
     token = job.wait_state("waiting")["token"]
     served_or_skip(job)
-    wait_for(lambda: labels(fake_kube).get("podcode.io/session") == "true", "the pod's labels")
+    wait_until(lambda: labels(fake_kube).get("podcode.io/session") == "true", "the pod's labels")
     elsewhere = {"PODCODE_HOME": str(tmp_path / "laptop-home"),
                  "KUBECONFIG": str(fake_kube.kubeconfig)}
     async with mcp_agent(tmp_path, "-n", "ml", env=elsewhere) as agent:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from interactive.session import core
 from interactive.session.core import Command
 from interactive.task import aio, runner
 from tests import sigterm_state
+from tests.sigterm_state import failure
 
 BOUND_SECONDS = 20.0
 """How long a blocking step waits for the loop to tick before it says the loop is stuck."""
@@ -116,13 +116,6 @@ def slow(monkeypatch: pytest.MonkeyPatch) -> Iterator[Where]:
     monkeypatch.setattr(collective, "abort_group", lambda error: WHERE.note("abort_group"))
     yield WHERE
     sigterm_state.reset()
-
-
-def failure() -> ExcInfo:
-    try:
-        raise ValueError("first failure")
-    except ValueError:
-        return sys.exc_info()  # type: ignore[return-value]
 
 
 async def _serve_with_a_ticker(where: Where, fn: Any) -> tuple[Any, int]:

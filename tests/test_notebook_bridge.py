@@ -63,14 +63,20 @@ async def running_kernel(kernels: Path, name: str) -> AsyncIterator[tuple[Any, A
         await kernel.shutdown_kernel(now=True)
 
 
+def kernel_dir(tmp_path: Path, url: str) -> Path:
+    """A kernels folder whose podcode kernel reaches the control API at ``url``."""
+    session_file = tmp_path / "session.json"
+    write_json(session_file, {"control_url": url, "token": "s3cret"}, mode=0o600)
+    kernels = tmp_path / "kernels" / KERNEL_NAME
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps(kernel_spec(session_file, "frame")))
+    return tmp_path / "kernels"
+
+
 async def test_cells_interrupts_and_refusals_as_jupyter_messages(tmp_path: Path) -> None:
     host, failure = Host(tmp_path), failure_of_failing()
     async with served_api(host, failure=lambda: failure) as (_, url):
-        session_file = tmp_path / "session.json"
-        write_json(session_file, {"control_url": url, "token": "s3cret"}, mode=0o600)
-        kernels = tmp_path / "kernels" / KERNEL_NAME
-        kernels.mkdir(parents=True)
-        (kernels / "kernel.json").write_text(json.dumps(kernel_spec(session_file, "frame")))
+        kernel_dir(tmp_path, url)
         async with running_kernel(tmp_path / "kernels", KERNEL_NAME) as (kernel, client):
             reply, seen = await _run(client, 'print("total is", total)\ntotal * 2')
             assert reply["status"] == "ok"
@@ -141,11 +147,7 @@ async def test_a_cell_sent_as_the_kernel_starts_runs_and_shows_its_output(
     to ZeroMQ's late subscriber."""
     host, failure = Host(tmp_path), failure_of_failing()
     async with served_api(host, failure=lambda: failure) as (_, url):
-        session_file = tmp_path / "session.json"
-        write_json(session_file, {"control_url": url, "token": "s3cret"}, mode=0o600)
-        kernels = tmp_path / "kernels" / KERNEL_NAME
-        kernels.mkdir(parents=True)
-        (kernels / "kernel.json").write_text(json.dumps(kernel_spec(session_file, "frame")))
+        kernel_dir(tmp_path, url)
         specs = kernelspec.KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
         kernel = manager.AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
         await kernel.start_kernel()

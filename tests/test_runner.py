@@ -4,7 +4,6 @@ receives, each on its own."""
 from __future__ import annotations
 
 import queue
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from interactive.session import core
 from interactive.session.core import Command
 from interactive.task import preempt, runner, steps
 from tests import sigterm_state
+from tests.sigterm_state import failure
 
 
 def debug_session(call: runner.Call, excinfo: ExcInfo | None, on_open: Any = None) -> Any:
@@ -72,13 +72,6 @@ def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeSession]]:
     FakeSession.made, FakeSession.script = [], []
     yield FakeSession
     sigterm_state.reset()
-
-
-def failure() -> ExcInfo:
-    try:
-        raise ValueError("first failure")
-    except ValueError:
-        return sys.exc_info()  # type: ignore[return-value]
 
 
 def call(fn: Any, **settings: Any) -> runner.Call:
