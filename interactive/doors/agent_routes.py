@@ -29,6 +29,7 @@ from aiohttp import web
 
 from interactive.base import routes
 from interactive.base.phases import RESUMABLE
+from interactive.base.secrets import Secrets
 from interactive.base.state import SessionState
 from interactive.base.threads import in_thread
 from interactive.base.types import ExcInfo
@@ -40,7 +41,6 @@ from interactive.doors.notebook.kernel import CellResult, FrameKernel, failed_fr
 if TYPE_CHECKING:
     from interactive.storage.workspace import Snapshot
 
-HIDDEN = "[secret removed]"
 MAX_EVALUATE_SECONDS = 600.0
 DEFAULT_EVALUATE_SECONDS = 30.0
 BUSY_TOUCH_SECONDS = 30.0
@@ -68,16 +68,14 @@ class AgentDoor:
                  helpers: dict[str, Any] | None = None) -> None:
         self.host = host
         self.failure = failure
-        self.secrets = tuple(s for s in secrets if s)
+        self.secrets = Secrets(s for s in secrets if s)
         self.kernel = FrameKernel(failure, host.workspace, name="agent")
         if helpers is not None:  # the notebook's ``here`` helpers, shared
             self.kernel.helpers = helpers
 
     def answer(self, data: Any, status: int = 200) -> web.Response:
         """``data`` as strict JSON, every secret removed."""
-        text = json.dumps(data, allow_nan=False, default=str)
-        for secret in self.secrets:
-            text = text.replace(secret, HIDDEN)  # URL-safe: JSON escapes none of it
+        text = self.secrets.scrub(json.dumps(data, allow_nan=False, default=str))
         return web.Response(text=text, status=status, content_type="application/json")
 
     def error(self, message: str, status: int) -> web.Response:
