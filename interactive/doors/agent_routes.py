@@ -119,10 +119,6 @@ def _timeout(value: Any) -> float:
     return float(value)
 
 
-def frame_count(excinfo: ExcInfo) -> int:
-    return len(failures.stack(excinfo))
-
-
 def _check_frame(excinfo: ExcInfo, index: int) -> None:
     try:
         failures.frame_at(excinfo, index)
