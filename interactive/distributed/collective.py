@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from interactive.base.errors import add_note
-from interactive.distributed import blame, gloo_sockets, loops
+from interactive.distributed import blame, gloo_sockets, jobsession, loops
 
 if TYPE_CHECKING:
     from interactive.distributed.peers import Peers
@@ -190,8 +190,11 @@ def _announce(error: BaseException, rank: int, world_size: int, store: Any) -> N
         culprit = _culprit(store, pod)
         local_world = pod.info.local_world_size if pod is not None else world_size
         _blame(error, rank, blame.reason(culprit, other_pods=world_size > local_world))
-    elif store is not None:
-        blame.record_first(store, _generation, blame.Failure(rank, text, blame.pod_name()))
+    else:
+        if store is not None:
+            blame.record_first(store, _generation, blame.Failure(rank, text, blame.pod_name()))
+        if pod is not None and jobsession.several_pods(pod.info):
+            jobsession.claim_failure(rank, error)  # its pod serves the job's session
     if pod is None:
         return
     try:

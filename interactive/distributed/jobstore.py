@@ -43,6 +43,13 @@ when the channel is opened, that is in a job that runs ``torch.distributed``.
                                           random id, so two postings never mix)
 ``fix/<generation>/manifest``             the signed manifest, set last; the first
                                           posting wins
+``session-pod``                           the pod that serves the job's session (its
+                                          IDE, its email): the first bug's, set once
+``command/<generation>``                  what the job does next, JSON
+                                          (:mod:`interactive.distributed.jobsession`):
+                                          resume, abort or end; the first one stays
+``request/<generation>``                  wakes the pod that owns the session: a resume
+                                          asked on another pod, or a command posted
 ``pods``                                  the pods that beat, one name a line
 ``beat/<pod>``                            the pod's liveness counter (``add``)
 ========================================  ============================================
@@ -201,6 +208,16 @@ class JobStore:
         self.pod = pod
         self.where = where
         self._registered = False
+        self._lock = threading.Lock()
+        """One request at a time on :attr:`client`: the threads of a pod (its beat, its
+        watch, the API's resume) share it, and a torch client is not safe to share."""
+
+    @contextlib.contextmanager
+    def _using(self, what: str, waiter: bool = False) -> Iterator[None]:
+        """The main client, held (``waiter``: the waiting client, which one thread uses),
+        and torch's errors as :class:`JobStoreError`."""
+        with contextlib.nullcontext() if waiter else self._lock, _reaching(self.where, what):
+            yield
 
     @classmethod
     def open(cls, environ: Environ | None = None, *,
@@ -217,7 +234,7 @@ class JobStore:
 
     def read(self, key: str) -> bytes | None:
         """``key``'s value, or None at once where it is missing (never a blocking get)."""
-        with _reaching(self.where, f"read {key}"):
+        with self._using(f"read {key}"):
             raw = bytes(self.client.compare_set(key, ABSENT, ABSENT))
         return None if raw == ABSENT else raw
 
@@ -226,7 +243,7 @@ class JobStore:
     def claim_bug(self, generation: int, bug: Bug) -> Claim:
         """Claim ``generation``'s bug; the first claim stays and owns it."""
         mine = bug.encode()
-        with _reaching(self.where, "claim the bug"):
+        with self._using("claim the bug"):
             raw = bytes(self.client.compare_set(self.key("bug", generation), b"", mine))
         return Claim(Bug.decode(raw), raw == mine)
 
@@ -235,15 +252,23 @@ class JobStore:
         raw = self.read(self.key("bug", generation))
         return None if raw is None else Bug.decode(raw)
 
+    def session_pod(self, candidate: str) -> str:
+        """The pod that serves the job's session (IDE, email) for the life of this run of
+        the job: the first bug's pod (``candidate`` here), set once."""
+        with self._using("read the session's pod"):
+            raw = bytes(self.client.compare_set(self.key("session-pod"), b"",
+                                                candidate.encode()))
+        return raw.decode(errors="replace")
+
     # -- the resume generation ------------------------------------------------------------
 
     def generation(self) -> int:
-        with _reaching(self.where, "read the generation"):
+        with self._using("read the generation"):
             return int(self.client.add(self.key("generation"), 0))
 
     def bump_generation(self) -> int:
         """Start the next generation (a resume); its number."""
-        with _reaching(self.where, "bump the generation"):
+        with self._using("bump the generation"):
             return int(self.client.add(self.key("generation"), 1))
 
     # -- the fix ---------------------------------------------------------------------------
@@ -256,7 +281,7 @@ class JobStore:
         raw, chunks = jobfix.pack(edits, secret=secret, namespace=self.namespace,
                                   generation=generation, pod=self.pod, post=post)
         keys = [self.key("fix", generation, post, index) for index in range(len(chunks))]
-        with _reaching(self.where, "post the fix"):
+        with self._using("post the fix"):
             for key, chunk in zip(keys, chunks, strict=True):
                 self.client.set(key, chunk)
             stored = bytes(self.client.compare_set(self.key("fix", generation, "manifest"),
@@ -284,29 +309,55 @@ class JobStore:
                  timeout: datetime.timedelta) -> jobfix.Fix | None:
         """``generation``'s fix, verified, as soon as it is posted (the store wakes the
         waiter: no polling); None if none is posted within ``timeout``."""
+        if not self.wait_for(self.key("fix", generation, "manifest"), timeout):
+            return None
+        return self.read_fix(generation, secret)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def post_command(self, generation: int, raw: bytes) -> bytes:
+        """Post ``raw`` as ``generation``'s command unless one is there; the one that stays.
+        The owner's pod is woken too (``request/<generation>``)."""
+        with self._using("post the job's command"):
+            stored = bytes(self.client.compare_set(self.key("command", generation), b"", raw))
+            self.client.set(self.key("request", generation), raw)
+        return stored
+
+    def request(self, generation: int, raw: bytes) -> None:
+        """Wake the pod that owns ``generation``'s session (a resume asked elsewhere)."""
+        with self._using("ask the session's pod"):
+            self.client.set(self.key("request", generation), raw)
+
+    def wait_for(self, key: str, timeout: datetime.timedelta) -> bool:
+        """Block (on the second client) until ``key`` is set: True, or False after
+        ``timeout``. The store wakes the waiter; nothing polls."""
         from torch.distributed import DistStoreError
 
-        key = self.key("fix", generation, "manifest")
-        with _reaching(self.where, "wait for the fix"):
+        with self._using(f"wait for {key}", waiter=self.waiter is not None):
             try:
                 (self.waiter or self.client).wait([key], timeout)
             except DistStoreError as exc:
                 if "timeout" not in str(exc):
                     raise
-                return None
-        return self.read_fix(generation, secret)
+                return False
+        return True
 
     # -- liveness ------------------------------------------------------------------------------
 
     def beat(self) -> int:
         """Add 1 to this pod's liveness counter (and name the pod in ``pods`` after its
         first beat: a pod listed there always has a counter)."""
-        with _reaching(self.where, "beat"):
+        with self._using("beat"):
             count = int(self.client.add(self.key("beat", self.pod), 1))
             if not self._registered:
                 self.client.append(self.key("pods"), f"{self.pod}\n".encode())
                 self._registered = True
             return count
+
+    def beat_count(self, pod: str) -> int:
+        """``pod``'s liveness counter (0 before its first beat)."""
+        with self._using("read a beat"):
+            return int(self.client.add(self.key("beat", pod), 0))
 
     def pods(self) -> list[str]:
         """The pods that have beaten, in the order they first did."""
@@ -320,7 +371,7 @@ class JobStore:
         pods = self.pods()
         if not pods:
             return {}
-        with _reaching(self.where, "read the beats"):
+        with self._using("read the beats"):
             values = self.client.multi_get([self.key("beat", pod) for pod in pods])
         return {pod: int(value) for pod, value in zip(pods, values, strict=True)}
 

@@ -41,6 +41,7 @@ from interactive.base.settings import Settings, ensure_home, podcode_home
 from interactive.base.state import SessionState
 from interactive.base.threads import get_interruptibly
 from interactive.base.types import Clock, ExcInfo, TaskRef, system_clock
+from interactive.distributed.jobsession import ABORT, END
 from interactive.distributed.peers import Peers, PeerSampler, rank_home, set_in_session
 from interactive.distributed.peers import current as current_peers
 from interactive.doors import vscode_files
@@ -52,6 +53,7 @@ from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem
+from interactive.session.across_pods import JobRole, JobSampler
 from interactive.session.autosave import EditSaver, autosaving
 from interactive.session.publish import Publisher
 from interactive.session.watchdog import Watchdog, start_watchdog
@@ -162,11 +164,15 @@ class Session:
         self._watchdog: Watchdog | None = None
         self._resume_lock = threading.Lock()
         """Held while a resume plans: one at a time."""
+        self.job: JobRole | None = None
+        """Its part in the job's session across pods (None: a job on one pod)."""
         self.state.on_phase(self._phase_moved)
 
     # -- the API's controls (called off the loop: the API's handlers use a thread) ----------
-    def resume(self, peer: bool = False) -> dict[str, Any]:
-        """Resume this rank and (unless a peer asked) every other local rank in a session.
+    def resume(self, peer: bool = False, job: bool = False) -> dict[str, Any]:
+        """Resume this rank and (unless a peer asked) every other local rank in a session;
+        in a job over several pods (unless the job asked), every pod
+        (:mod:`interactive.session.across_pods`).
 
         The edits are planned now: an edit that cannot be patched in place, or inputs
         that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
@@ -175,17 +181,23 @@ class Session:
         asked while another plans, or a session that left the waiting phases while it
         planned (cleaned up, say), is refused with :class:`ResumeConflict`.
         """
+        role = None if peer or job else self.job
+        if role is not None:
+            asked = role.before_resume()
+            if asked is not None:
+                return asked  # the job's session is on another pod: it resumes the job
         if not self._resume_lock.acquire(blocking=False):
             raise ResumeConflict("cannot resume: a resume is being planned already")
         try:
             planned = self._plan()
+            posted = role.post_resume() if role is not None else {}
             if not self.state.move(Phase.RESUMING, only_from=RESUMABLE, reap_at=None):
                 raise ResumeConflict(f"cannot resume: the task is {self.state.state}")
             self.commands.put(Command(CommandKind.RESUME, planned))
         finally:
             self._resume_lock.release()
         self._tell_peers(CommandKind.RESUME, peer)
-        return planned.plan.report()
+        return {**planned.plan.report(), **posted}
 
     def _plan(self) -> Resume:
         if self.state.state not in RESUMABLE:
@@ -199,7 +211,9 @@ class Session:
         """The plan was applied: the next resume patches what changes after it."""
         self._resume_base = planned.base
 
-    def abort(self, peer: bool = False) -> None:
+    def abort(self, peer: bool = False, job: bool = False) -> None:
+        if self.job is not None and not (peer or job):
+            self.job.post(ABORT)  # first: this process may end as soon as it is told
         self.commands.put(Command(CommandKind.ABORT))
         self._tell_peers(CommandKind.ABORT, peer)
 
@@ -212,7 +226,8 @@ class Session:
         """The rank part of ``GET /api/status`` (empty for a single process)."""
         if self.peers is None:
             return {}
-        return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status()}
+        job = {"job": self.job.job.status()} if self.job is not None else {}
+        return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status(), **job}
 
     def keepalive(self, seconds: float) -> float | None:
         from interactive.reaper.monitor import keepalive
@@ -232,6 +247,7 @@ class Session:
         started = time.perf_counter()
         self._task_fn, self._shape = fn, ArgShape.of(args, kwargs)
         control_sock = self._claim()
+        self._join_job(excinfo)
         self._start_ide()
         self._start_watchdog()
         self._start_doors(control_sock)
@@ -242,6 +258,8 @@ class Session:
         self._ide_ready.wait(IDE_TIMEOUT_SECONDS if self._ide_launched.is_set() else 0)
         self._say_where_edits_go()
         self._arm(excinfo)
+        if self.job is not None:
+            self.job.start()
         self._loop_thread().spawn(self._watch(), "monitor")
         self._announce()
         log.info(
@@ -272,10 +290,23 @@ class Session:
         )
         return control_sock
 
+    def _join_job(self, excinfo: ExcInfo | None) -> None:
+        """A job over several pods: its session for this bug, and whether this pod serves it."""
+        error = None if excinfo is None else f"{excinfo[0].__name__}: {excinfo[1]}"
+        if self.job is not None:
+            self.job.stop()
+        self.job = JobRole.join(self, error)
+
+    @property
+    def serves(self) -> bool:
+        """This rank serves the IDE and mails the owner: the pod's leader, on the pod that
+        serves the job's session."""
+        return self.leader and (self.job is None or self.job.serves)
+
     def _start_ide(self) -> None:
         """code-server (or JupyterLab) takes the longest: it starts first, on the pod's
         leader, and the rest is set up while it boots."""
-        if self.settings.editor.ide == "none" or not self.leader:
+        if self.settings.editor.ide == "none" or not self.serves:
             return
         settled = threading.Event()
         self._loop_thread().spawn(self._serve_ide(settled, self.settings.ports.bind), "ide")
@@ -352,8 +383,10 @@ class Session:
             path = record.session_dir(self.home, self.id) / record.FILE
             where.insert(0, ide_address(self.settings.editor.ide,
                                         self.endpoints.code_server_url, path))
-        elif self.settings.editor.ide != "none" and self.leader and not self._ide_ready.is_set():
+        elif self.settings.editor.ide != "none" and self.serves and not self._ide_ready.is_set():
             where.insert(0, "VS Code when code-server is ready (podcode open / attach POD)")
+        elif self.job is not None and not self.job.serves:
+            where.insert(0, self.job.job.where())
         print(  # one write: a reader never sees the first line without its notes
             f"podcode: {self.task.name} waits in a debug session: {', '.join(where)}; "
             f"fix the code in {self.workspace}, then podcode resume (or abort)"
@@ -476,7 +509,8 @@ class Session:
         deps.labels_pod = False  # the phases it enters are published (_phase_moved)
         if self.peers is not None:
             deps.samplers.append(PeerSampler(self.peers, self.state.touch, self._record))
-            if not self.leader:  # the leader warns the owner and deletes the pod
+            deps.samplers.append(JobSampler(self))
+            if not self.serves:  # the leader of the session's pod warns the owner, deletes it
                 deps.notifier = None
         await run_monitor(
             self.state, self.settings.idle, deps, on_reap=lambda: self._reap(deps.notifier)
@@ -497,6 +531,8 @@ class Session:
             clock=self.clock,
         )
         self.ide = None if report.ide_stopped else self.ide
+        if self.job is not None:  # the job's session: every pod's ranks end with it
+            self.job.post(END, f"the job's session was cleaned up ({self.state.state})")
         if self.peers is not None and not self.leader:  # the leader mails the owner, then ends
             await asyncio.to_thread(self.peers.outlive_leader, LEADER_END_SECONDS)
         self.commands.put(Command(CommandKind.REAPED, report.edits_url))
@@ -529,11 +565,17 @@ class Session:
         return self.notifier
 
     def reopen(self, excinfo: ExcInfo) -> None:
-        """The resumed task failed again: show the new exception, wait again."""
+        """The resumed task failed again: show the new exception, wait again (a job over
+        several pods: in the job's session for this new bug)."""
+        self._join_job(excinfo)
         self._arm(excinfo)
+        if self.job is not None:
+            self.job.start()
 
     def running(self) -> None:
         """The resumed task runs (published by :meth:`_phase_moved`)."""
+        if self.job is not None:
+            self.job.stop()
         self.state.move(Phase.RUNNING)
 
     def wait(self) -> Command:
@@ -547,6 +589,8 @@ class Session:
         log.info("session for %s: %s", self.task.name, command.kind)
         if command.kind is CommandKind.PREEMPTED:  # saves end within the grace, between files
             self._saver.preempted(self.settings.hooks.preempt_grace_seconds)
+            if self.job is not None:  # the job cannot go on without this pod's ranks
+                self.job.post(END, f"pod {self.job.job.pod} is being stopped (SIGTERM)")
         return command
 
     def _record(self) -> None:
@@ -614,6 +658,8 @@ class Session:
         if final_state == Phase.DONE:  # kept after a failure, an abort, a cleanup, for debugging
             folder = record.session_dir(self.home, self.id)  # the record and the captured inputs
             steps.append(("the captured inputs", lambda: shutil.rmtree(folder, ignore_errors=True)))
+        if self.job is not None:
+            steps.append(("the job's watch", self.job.stop))
         if self.peers is not None:
             steps.append(("the rank's lead", self.peers.release))
         for what, step in steps:
