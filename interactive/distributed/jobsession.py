@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interactive.base.rayworker import in_worker as in_ray_worker
 from interactive.base.threads import start_thread
 from interactive.distributed import jobfix, jobsecret
 from interactive.distributed.jobstore import (
@@ -74,8 +75,9 @@ MAX_FIX_BYTES = 64 << 20
 
 
 def several_pods(info: RankInfo) -> bool:
-    """Whether the job's ranks are spread over several pods (nodes)."""
-    return info.world_size > info.local_world_size
+    """Whether the job's ranks are spread over several pods (nodes) and agree through
+    the job's store: not Ray's workers (Ray Train), which go through the job's bug board."""
+    return info.world_size > info.local_world_size and not in_ray_worker()
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from interactive.base import identity
+from interactive.base.rayworker import in_worker as in_worker  # re-exported
 from interactive.base.settings import Settings
 from interactive.base.types import TaskRef
 from interactive.resume.patching import shipped, unwrap
@@ -30,17 +31,6 @@ log = logging.getLogger(__name__)
 
 DYNAMIC = "<dynamic-code>"
 """The file name cloudpickle 3.1.3 gives code it ships by value."""
-
-
-def in_worker() -> bool:
-    """Whether this process is a Ray worker running a task or an actor (not a driver)."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return False
-    from ray._private.worker import WORKER_MODE, global_worker
-
-    return bool(global_worker.mode == WORKER_MODE)
-
 
 COPIES = "working_dir_files"
 """The folder of Ray's runtime environments that holds the nodes' copies of working_dirs."""
