@@ -49,6 +49,23 @@ def test_several_open_sessions_need_a_selector() -> None:
         choose([train, evaluate], "rain", None, "/h")
 
 
+def test_the_ranks_of_one_task_need_no_selector_their_leader_speaks_for_them() -> None:
+    """A resume or an abort on one rank reaches every rank (and, over several pods, the
+    job): the leading rank is chosen; ranks of two tasks, or without a leader, still ask."""
+    ranks = [found(pid, "train.main", rank={"rank": pid - 1, "world_size": 2,
+                                            "local_rank": pid - 1, "local_world_size": 2},
+                   leader=pid == 2) for pid in (1, 2)]
+    assert choose(ranks, None, None, "pod ml/train-0") is ranks[1]
+    assert choose(ranks, None, 1, "pod ml/train-0") is ranks[0]  # --pid still picks one
+    no_leader = [found(pid, "train.main", rank={"rank": pid - 1}, leader=False)
+                 for pid in (1, 2)]
+    with pytest.raises(CliError, match="2 sessions wait"):
+        choose(no_leader, None, None, "pod ml/train-0")
+    with pytest.raises(CliError, match="2 sessions wait"):
+        choose([ranks[1], found(3, "eval.main", rank={"rank": 0}, leader=True)], None, None,
+               "pod ml/train-0")
+
+
 def test_sessions_of_one_task_in_one_process_are_told_apart_by_their_id() -> None:
     """A fan-out (``asyncio.gather`` of one task) fails twice in one process: two sessions,
     listed both (the home's copy of the first counts once), chosen with --session."""

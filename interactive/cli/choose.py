@@ -39,11 +39,25 @@ def choose(found: Sequence[Found], task: str | None, pid: int | None, where: str
         raise CliError(f"no session of {selector(task, pid, session)} in {where} (sessions "
                        f"there: {there})", Exit.NOT_FOUND)
     open_ = [f for f in matching if f.open]
+    lead = ranks_leader(open_)
+    if lead is not None:
+        return lead
     if len(open_) > 1:
         listed = "; ".join(f.describe() for f in sorted(open_, key=lambda f: f.started))
         raise CliError(f"{len(open_)} sessions wait in {where}: {how_to_choose(open_)} "
                        f"({listed})", Exit.USAGE)
     return open_[0] if open_ else max(matching, key=lambda f: f.started)
+
+
+def ranks_leader(open_: Sequence[Found]) -> Found | None:
+    """Where the open sessions are the ranks of one distributed task (a resume or an abort
+    on one reaches them all), the one that leads them; None otherwise."""
+    if len(open_) < 2 or len({f.task for f in open_}) != 1:
+        return None
+    if any(f.record.rank is None for f in open_):
+        return None
+    leaders = [f for f in open_ if f.record.leader]
+    return leaders[0] if len(leaders) == 1 else None
 
 
 def _apart(values: Sequence[object]) -> bool:

@@ -112,6 +112,13 @@ class JobRole:
         snapshot = self.session.snapshot
         if snapshot is None:
             return {}
+        try:
+            command = self.job.command()
+        except JobStoreError as exc:
+            self.session.state.note(f"the job's other pods were not resumed: {exc}")
+            return {"job": {"posted": False, "error": str(exc)}}
+        if command is not None:  # posted already (another rank of this pod, a second resume)
+            return {"job": {"posted": False, "command": command.kind, "by": command.pod}}
         edits = edits_since(snapshot.root, snapshot.changed(), snapshot.texts,
                             set(snapshot.stamps))
         for line in edits.left:
