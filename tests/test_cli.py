@@ -85,6 +85,62 @@ def test_list_counts_the_sessions_of_a_pod(fake_kube: FakeKube, console: Console
                                            "ports": {"control": 8091}}}
 
 
+def _job(pod: str, ranks: list[int], serves: bool, job: str = "10.0.0.5:29500/restart-0",
+         session_pod: str = "train-worker-1") -> dict[str, str]:
+    """The annotations of a pod whose session is part of a job over several pods."""
+    return {"podcode.io/job": json.dumps({"id": job, "session_pod": session_pod,
+                                          "ranks": ranks, "serves_session": serves})}
+
+
+def test_list_shows_the_pods_of_a_job_as_one_entry(fake_kube: FakeKube, console: Console) -> None:
+    """Two pods of one torchrun job: one row, by the pod that serves the session (its state
+    and cleanup); a pod whose mark is damaged, and a job's pod in another namespace, alone."""
+    fake_kube.session_pod("train-worker-0", state="running",
+                          extra_annotations=_job("train-worker-0", [0, 1], False))
+    fake_kube.session_pod("train-worker-1", state="warned", extra_annotations={
+        **_job("train-worker-1", [2, 3], True),
+        "podcode.io/idle-since": "2027-01-15T07:20:00Z",
+        "podcode.io/reap-at": "2027-01-15T08:10:00Z"})
+    fake_kube.session_pod("train-worker-2", extra_annotations={"podcode.io/job": '{"id": 7'})
+    fake_kube.session_pod("eval-0", "other", extra_annotations=_job("eval-0", [0], True))
+    assert run(["list", "-A"], console) == Exit.OK
+    lines = output(console).splitlines()
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["train-worker-1", "default"], ["train-worker-2", "default"], ["eval-0", "other"]]
+    assert lines[1].split()[2:] == ["warned", "train.fit", "(job:", "2", "pods,", "4", "ranks)",
+                                    "-", "40m", "in", "10m"]
+    assert "(job: 1 pod, 1 rank)" in lines[3]
+    assert "job" not in lines[2]
+    console.out.seek(0)
+    console.out.truncate()
+    assert run(["list", "-A", "-o", "json"], console) == Exit.OK
+    job, damaged, alone = json.loads(output(console))
+    assert (job["pod"], job["state"], job["job"]) == (
+        "train-worker-1", "warned", "10.0.0.5:29500/restart-0")
+    assert job["reap_at"] == "2027-01-15T08:10:00Z"
+    assert job["pods"] == [
+        {"pod": "train-worker-1", "state": "warned", "ranks": [2, 3], "serves_session": True},
+        {"pod": "train-worker-0", "state": "running", "ranks": [0, 1], "serves_session": False},
+    ]
+    assert damaged["pod"] == "train-worker-2" and damaged["job"] is None
+    assert "pods" not in damaged and damaged["ports"] and damaged["sessions"] == {}
+    assert [p["pod"] for p in alone["pods"]] == ["eval-0"]
+
+
+def test_pods_of_two_runs_of_a_job_are_two_entries(
+    fake_kube: FakeKube, console: Console
+) -> None:
+    """torchrun restarted the job: a pod still marked with the last run is not this run's."""
+    fake_kube.session_pod("train-worker-0", state="done", extra_annotations=_job(
+        "train-worker-0", [0, 1], True, session_pod="train-worker-0"))
+    fake_kube.session_pod("train-worker-1", extra_annotations=_job(
+        "train-worker-1", [2, 3], True, job="10.0.0.5:29500/restart-1"))
+    assert run(["list"], console) == Exit.OK
+    rows = output(console).splitlines()[1:]
+    assert [r.split()[0] for r in rows] == ["train-worker-0", "train-worker-1"]
+    assert all("(job: 1 pod, 2 ranks)" in r for r in rows)
+
+
 def test_list_shows_the_cleanup_of_the_pods_session_cleaned_up_first(
     fake_kube: FakeKube, console: Console
 ) -> None:
@@ -417,3 +473,23 @@ def test_status_of_a_rank_lists_the_pods_other_ranks() -> None:
         ("Local rank 0", "waiting: RuntimeError: closed"),
     ]
     assert _rank_lines({"state": "waiting"}) == []
+
+
+def test_status_of_a_rank_of_a_job_over_several_pods_says_where_its_session_is() -> None:
+    from interactive.cli.control_cmds import _job_lines
+
+    job = {"pod": "train-worker-0", "session_pod": "train-worker-1", "generation": 2,
+           "failed_rank": 3, "failed_pod": "train-worker-1", "error": "ValueError: nan",
+           "serves_session": False, "command": None}
+    assert _job_lines({"job": job}) == [
+        ("Job", "session on pod train-worker-1: open the IDE there"),
+        ("Failed", "rank 3 on pod train-worker-1: ValueError: nan"),
+        ("Generation", "2"),
+    ]
+    serving = {**job, "pod": "train-worker-1", "serves_session": True, "command": "resume"}
+    assert _job_lines({"job": serving}) == [
+        ("Job", "session on pod train-worker-1 (this pod serves it)"),
+        ("Failed", "rank 3 on pod train-worker-1: ValueError: nan"),
+        ("Generation", "2 (command: resume)"),
+    ]
+    assert _job_lines({"rank": {"rank": 1}}) == []

@@ -36,6 +36,7 @@ def _status_lines(target: Target, status: dict[str, Any], now: float) -> str:
          if target.record.ssh_port else "none"),
     ]
     pairs += _rank_lines(status)
+    pairs += _job_lines(status)
     pairs += [("Note", str(note)) for note in status.get("notes") or []]
     pairs += action_lines(status, now)
     return fields(pairs)
@@ -105,6 +106,26 @@ def _rank_lines(status: dict[str, Any]) -> list[tuple[str, str]]:
         error = f": {peer['error']}" if peer.get("error") else ""
         lines.append((f"Local rank {peer.get('local_rank')}", f"{peer.get('state')}{error}"))
     return lines
+
+
+def _job_lines(status: dict[str, Any]) -> list[tuple[str, str]]:
+    """A rank of a job over several pods: where the job's one session is (this pod, or
+    the pod whose IDE to open), which rank failed on which pod, and the generation (one
+    per bug: a resume starts the next)."""
+    job = status.get("job")
+    if not isinstance(job, dict):
+        return []
+    pod = job.get("session_pod") or "?"
+    where = (f"session on pod {pod} (this pod serves it)" if job.get("serves_session")
+             else f"session on pod {pod}: open the IDE there")
+    error = f": {job['error']}" if job.get("error") else ""
+    command = f" (command: {job['command']})" if job.get("command") else ""
+    return [
+        ("Job", where),
+        ("Failed", f"rank {job.get('failed_rank', '?')} on pod {job.get('failed_pod') or '?'}"
+                   f"{error}"),
+        ("Generation", f"{job.get('generation', '?')}{command}"),
+    ]
 
 
 def _gone_lines(gone: SessionGone) -> str:

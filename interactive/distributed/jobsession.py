@@ -59,6 +59,7 @@ from interactive.distributed.jobstore import (
     Liveness,
 )
 from interactive.distributed.ranks import RankInfo
+from interactive.kube.labels import JobMark
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,14 @@ def several_pods(info: RankInfo) -> bool:
     """Whether the job's ranks are spread over several pods (nodes) and agree through
     the job's store: not Ray's workers (Ray Train), which go through the job's bug board."""
     return info.world_size > info.local_world_size and not in_ray_worker()
+
+
+def pod_ranks(info: RankInfo) -> tuple[int, ...]:
+    """The job's ranks that run in this pod: torchrun numbers a node's ranks one after
+    the other, so this rank's local rank says where the pod's block starts."""
+    first = info.rank - info.local_rank
+    block = tuple(range(first, first + info.local_world_size))
+    return block if first >= 0 and info.rank in block else (info.rank,)  # else: all we know
 
 
 @dataclass(frozen=True)
@@ -176,10 +185,10 @@ def edits_since(root: Path, changed: list[str], texts: dict[str, str],
                         "(a binary or large file)")
             continue
         content = path.read_bytes()
-        total += len(content)
-        if total > MAX_FIX_BYTES:
+        if total + len(content) > MAX_FIX_BYTES:
             left.append(f"{rel} is not carried: the fix would pass {MAX_FIX_BYTES >> 20} MiB")
             continue
+        total += len(content)
         base = _sha256(texts[rel].encode()) if rel in existed else None
         files.append(jobfix.FileEdit(rel, content, base))
     return Edits(files, left)
@@ -291,6 +300,15 @@ class JobSession:
             "command": None if command is None else command.kind,
         }
 
+    def mark(self, info: RankInfo) -> JobMark | None:
+        """What this pod's marks say of the job (:data:`interactive.kube.labels.ANN_JOB`),
+        for ``podcode list`` to show the job's pods as one entry; None where the store's
+        address is not known (nothing names the job)."""
+        where = self.store.where
+        if where is None:
+            return None
+        return JobMark(where.job_id, self.serving, pod_ranks(info), self.owner)
+
     # -- commands ------------------------------------------------------------------------
     def command(self) -> JobCommand | None:
         """The generation's command (None: none yet); raises :class:`JobStoreError`."""
@@ -389,7 +407,8 @@ class Beats:
                 counts = {job.serving: self.store.beat_count(job.serving)}
             self._failing_since = None
         except JobStoreError as exc:
-            self._failing_since = self._failing_since or now
+            if self._failing_since is None:
+                self._failing_since = now
             if now - self._failing_since >= self.lost_after and self.watching is not None:
                 return f"the job's store stopped answering ({exc})"
             return None

@@ -126,6 +126,11 @@ class StoreAddress:
     def namespace(self) -> str:
         return f"{PREFIX}/restart-{self.restart}"
 
+    @property
+    def job_id(self) -> str:
+        """The job's run, the same on each of its pods: ``10.0.0.5:29500/restart-0``."""
+        return f"{self.host}:{self.port}/restart-{self.restart}"
+
 
 def address(environ: Environ | None = None) -> StoreAddress | None:
     """The job's store, from ``MASTER_ADDR``/``MASTER_PORT``; None where they are unset

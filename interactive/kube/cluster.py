@@ -46,6 +46,7 @@ from interactive.kube.labels import (
     ANN_DEFAULT_CONTAINER,
     ANN_HOME,
     ANN_IDLE_SINCE,
+    ANN_JOB,
     ANN_OWNER,
     ANN_PORTS,
     ANN_REAP_AT,
@@ -54,6 +55,7 @@ from interactive.kube.labels import (
     LABEL_SESSION,
     LABEL_STATE,
     SELECTOR,
+    JobMark,
     parse_rfc3339,
     ray_names,
     ray_of,
@@ -92,6 +94,9 @@ class SessionInfo:
     sessions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Each session open in the pod by id: its task, process and ports (one annotation
     each); empty for a pod whose podcode predates them."""
+    job: JobMark | None = None
+    """The job over several pods the pod's session is part of (:data:`ANN_JOB`); None for
+    a pod of its own, or one whose annotation is missing or damaged."""
 
     @property
     def ended(self) -> bool:
@@ -154,6 +159,7 @@ def session_from_pod(pod: Mapping[str, Any]) -> SessionInfo:
         ray=ray_of(labels),
         ray_names=ray_names(labels),
         sessions=_sessions(annotations),
+        job=JobMark.decode(annotations.get(ANN_JOB)),
     )
 
 

@@ -8,8 +8,10 @@ reaper may import it freely.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -21,6 +23,9 @@ ANN_PORTS = "podcode.io/ports"
 ANN_HOME = "podcode.io/home"
 ANN_REAP_AT = "podcode.io/reap-at"
 ANN_IDLE_SINCE = "podcode.io/idle-since"
+ANN_JOB = "podcode.io/job"
+"""The job over several pods the pod's session is part of (:class:`JobMark`): every pod
+of the job names the same job id, so ``podcode list`` shows them as one entry."""
 ANN_DEFAULT_CONTAINER = "kubectl.kubernetes.io/default-container"
 """kubectl's own annotation: the container ``exec`` picks when none is named."""
 ANN_SESSIONS = "sessions.podcode.io/"
@@ -37,6 +42,53 @@ them) the RayJob or RayService the cluster was made for."""
 EVENT_SOURCE = "podcode"
 SELECTOR = f"{LABEL_SESSION}=true"
 """The label selector of podcode sessions."""
+
+
+@dataclass(frozen=True)
+class JobMark:
+    """A pod's part in a job over several pods, as its :data:`ANN_JOB` annotation says:
+    ``{"id": "10.0.0.5:29500/restart-0", "session_pod": "train-worker-0", "ranks": [0, 1],
+    "serves_session": true}``."""
+
+    id: str
+    """The job: its rendezvous store's ``host:port`` and torchrun's restart count, the
+    same on every pod of one run of the job."""
+    session_pod: str
+    """The pod that serves the job's session (its IDE)."""
+    ranks: tuple[int, ...]
+    """The job's (global) ranks that run in this pod."""
+    serves_session: bool
+    """This pod is :attr:`session_pod`."""
+
+    def encode(self) -> str:
+        return json.dumps({"id": self.id, "session_pod": self.session_pod,
+                           "ranks": list(self.ranks), "serves_session": self.serves_session},
+                          sort_keys=True)
+
+    @classmethod
+    def decode(cls, raw: str | None) -> JobMark | None:
+        """The mark an annotation holds; None when missing or damaged (any field of the
+        wrong kind): such a pod is listed on its own."""
+        try:
+            data = json.loads(raw or "")
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        job, pod, ranks, serves = (data.get(key) for key in
+                                   ("id", "session_pod", "ranks", "serves_session"))
+        if not (_name(job) and _name(pod) and isinstance(serves, bool)
+                and isinstance(ranks, list) and all(_rank(r) for r in ranks)):
+            return None
+        return cls(str(job), str(pod), tuple(ranks), serves)
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _rank(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def ray_of(labels: Mapping[str, str]) -> str | None:

@@ -35,6 +35,7 @@ from interactive.kube.errors import Call, KubeConfigError, KubeError, NotFound, 
 from interactive.kube.labels import (
     ANN_HOME,
     ANN_IDLE_SINCE,
+    ANN_JOB,
     ANN_OWNER,
     ANN_PORTS,
     ANN_REAP_AT,
@@ -43,6 +44,7 @@ from interactive.kube.labels import (
     EVENT_SOURCE,
     LABEL_SESSION,
     LABEL_STATE,
+    JobMark,
     rfc3339,
 )
 
@@ -107,10 +109,11 @@ class PodClient:
 
     def mark_session(
         self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str,
-        session: str | None = None,
+        session: str | None = None, job: JobMark | None = None,
     ) -> None:
         """Label and annotate the pod as a podcode session (``session``: its own annotation
-        too, see :data:`ANN_SESSIONS`); emit ``PodcodeWaiting``."""
+        too, see :data:`ANN_SESSIONS`; ``job``: the job over several pods it is part of,
+        see :data:`ANN_JOB`); emit ``PodcodeWaiting``."""
         annotations = {
             ANN_TASK: task,
             ANN_PORTS: json.dumps(dict(ports), sort_keys=True),
@@ -121,6 +124,8 @@ class PodClient:
             annotations[ANN_SESSIONS + session] = json.dumps(self._session[1], sort_keys=True)
         if owner:
             annotations[ANN_OWNER] = owner
+        if job is not None:
+            annotations[ANN_JOB] = job.encode()
         labels = {LABEL_SESSION: "true", LABEL_STATE: state}
         self._patch({"metadata": {"labels": labels, "annotations": annotations}})
         where = f"-n {self.namespace} " if self.namespace != "default" else ""

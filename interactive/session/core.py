@@ -51,6 +51,7 @@ from interactive.doors.language import language_server
 from interactive.doors.ssh_start import record_fields, start_ssh
 from interactive.inputs.capture import CaptureReport, save_session_inputs
 from interactive.inputs.snapshot import CallSnapshot
+from interactive.kube.labels import JobMark
 from interactive.resume.plan import ArgShape, Resume, plan_resume
 from interactive.session import postmortem
 from interactive.session.across_pods import JobRole, JobSampler
@@ -297,6 +298,12 @@ class Session:
             self.job.stop()
         self.job = JobRole.join(self, error)
 
+    def _job_mark(self) -> JobMark | None:
+        """The job over several pods this session is part of, as the pod's marks name it."""
+        if self.job is None or self.peers is None:
+            return None
+        return self.job.job.mark(self.peers.info)
+
     @property
     def serves(self) -> bool:
         """This rank serves the IDE and mails the owner: the pod's leader, on the pod that
@@ -491,7 +498,8 @@ class Session:
                 **({"ssh": self.ssh.port} if self.ssh is not None else {}),
             }
             await self._publisher.mark_pod(
-                self.pod, task=self.task.name, owner=self.settings.mail.owner, ports=ports
+                self.pod, task=self.task.name, owner=self.settings.mail.owner, ports=ports,
+                job=self._job_mark(),
             )
             for problem in self.pod.problems:  # e.g. a permission the Role lacks
                 self.state.note(problem)

@@ -34,6 +34,7 @@ from interactive.base.phases import CommandKind, Phase
 from interactive.base.record import SessionRecord
 from interactive.base.sessionfile import find_local
 from interactive.distributed.peers import Peers
+from interactive.kube.labels import JobMark
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class MarkedPod(Protocol):
 
     def mark_session(
         self, *, task: str, state: str, owner: str | None, ports: Mapping[str, int], home: str,
-        session: str | None = None,
+        session: str | None = None, job: JobMark | None = None,
     ) -> None: ...
 
     def set_state(self, state: str) -> Any: ...
@@ -144,17 +145,20 @@ class Publisher:
                 self._spawn(self._set_state(label), f"label the pod {label}")
 
     async def mark_pod(
-        self, pod: MarkedPod, *, task: str, owner: str | None, ports: Mapping[str, int]
+        self, pod: MarkedPod, *, task: str, owner: str | None, ports: Mapping[str, int],
+        job: JobMark | None = None,
     ) -> None:
-        """Mark ``pod`` as this session's (labels with the phase, annotations, event); from
-        now on its label follows each phase published, in order."""
+        """Mark ``pod`` as this session's (labels with the phase, annotations, event; ``job``:
+        the job over several pods the session is part of); from now on its label follows
+        each phase published, in order."""
+        in_job: dict[str, Any] = {} if job is None else {"job": job}  # else marked as before
         async with self._pod_lock:
             self.pod = pod  # a phase published from now on is labelled after this mark
             state = _label_for(self, str(self.phase)) or str(self.phase)
             await asyncio.to_thread(
                 lambda: pod.mark_session(
                     task=task, state=state, owner=owner, ports=ports, home=str(self.home),
-                    session=self._name(),
+                    session=self._name(), **in_job,
                 )
             )
 
