@@ -195,8 +195,8 @@ class JobRole:
             if refused:
                 self._refused(refused)
                 return
-            log.warning("pod %s: %s", self.job.pod,
-                        "; ".join(d.reason for d in decisions) or "the fix changes no file")
+            log.warning("%s", "; ".join(d.reason for d in decisions)
+                        or f"pod {self.job.pod}: the fix changes no file")
         else:
             line = (f"pod {command.pod} resumed the job without sending a fix: this pod runs "
                     "its own copy of the code")

@@ -9,6 +9,12 @@ at its second step), no validation or test loop, every batch of 2 epochs,
 no logger or checkpoint files, ``@vscode`` on ``run`` (the function that calls ``trainer.fit``),
 and the final weights' checksum printed by rank 0. ``--decorate-step`` puts ``@vscode`` on
 ``training_step`` instead, to show what that gives.
+
+``--num-nodes N`` passes ``num_nodes=N`` to the Trainer (default 1), for a job whose ranks
+torchrun starts, ``devices`` of them on each of N nodes: Lightning then finds torchrun's
+environment (``TorchElasticEnvironment``) and starts no process of its own:
+
+    torchrun --nnodes 2 --node-rank K --nproc-per-node 2 ... lightning_boring.py --num-nodes 2
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ class BoringModel(LightningModule):
         return torch.optim.SGD(self.layer.parameters(), lr=0.1)
 
 
+NUM_NODES = int(sys.argv[sys.argv.index("--num-nodes") + 1]) if "--num-nodes" in sys.argv else 1
+"""``num_nodes`` for the Trainer: ``--num-nodes N`` on the command line, or 1."""
+
+
 def checksum(model: torch.nn.Module) -> float:
     return float(sum(p.detach().double().sum() for p in model.parameters()))
 
@@ -66,6 +76,7 @@ def run() -> float:
     trainer = Trainer(
         accelerator="cpu",
         devices=2,
+        num_nodes=NUM_NODES,
         strategy="ddp",
         default_root_dir=os.getcwd(),
         max_epochs=2,
