@@ -12,13 +12,21 @@ runs (default 5):
   measured in the same run: the same bytes as one plain value (no chunks, no
   signature), waited for and read the same way. Goal: at most 5 s.
 - ``multipod_store_idle_cpu_s_per_min_{8,32,128}``: CPU seconds per minute of the
-  process hosting the store while 8, 32 or 128 pods hold their connections, wait for
-  a fix and beat every ``jobstore.BEAT_SECONDS`` (4 s), and one of them reads every
-  counter once a beat. CPU time is the sum over the host's
+  process hosting the store while 8, 32 or 128 pods wait in the job's session as pods
+  do (``interactive.distributed.jobsession``): pod 0 serves the session, and each
+  pod's ``jobsession.Beats`` runs as in a pod's leading rank (every
+  ``jobstore.BEAT_SECONDS``, 4 s: one beat, then the serving pod reads every pod's
+  counter, ``beats()``, and every other pod reads the serving pod's, ``beat_count``);
+  each pod also holds one blocked ``wait`` through ``JobSession.next_command`` (the
+  serving pod on ``request/<generation>``, the others on ``command/<generation>``),
+  ended by an ``end`` command after the window. CPU time is the sum over the host's
   threads of ``/proc/<pid>/task/<tid>/schedstat`` (nanoseconds; ``psutil``'s clock
   ticks are too coarse for a 16-second window), else ``psutil``. Baseline, measured
   in the same run: the same connections held, nothing waited for and no beat. Goal at
   128 pods: at most 0.05; none at 8 and 32.
+
+The job-wide figures with real torchrun agents (a failure to every rank's session,
+one resume to the job's result) are in ``bench_multipod_job``.
 
 Run: ``python benchmarks/run.py --merge bench_multipod`` (needs torch).
 """
@@ -41,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
 from interactive.distributed import jobstore  # noqa: E402
 from interactive.distributed.jobfix import FileEdit  # noqa: E402
-from interactive.distributed.jobstore import JobStore, StoreAddress  # noqa: E402
+from interactive.distributed.jobsession import END, Beats, JobCommand, JobSession  # noqa: E402
+from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa: E402
 
 FANOUT_PODS = 32
 IDLE_PODS = (8, 32, 128)
@@ -56,7 +65,7 @@ SECRET = os.urandom(32)
 
 def serve() -> None:
     """The store host: a ``TCPStore`` server until stdin closes."""
-    from torch.distributed import TCPStore
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                      timeout=datetime.timedelta(seconds=30))
@@ -160,7 +169,8 @@ class Fanout:
 
 
 class Idle:
-    """The store host's CPU while ``channels`` wait and beat, or only hold on."""
+    """The store host's CPU while ``channels`` wait in a session and beat, or only hold
+    on. ``channels[0]`` serves the session."""
 
     def __init__(self, pid: int, channels: list[JobStore]) -> None:
         self.pid = pid
@@ -172,26 +182,30 @@ class Idle:
         time.sleep(WINDOW_SECONDS)
         return (cpu_seconds(self.pid) - before) * 60 / WINDOW_SECONDS
 
-    def _watch(self, stop: threading.Event) -> None:
-        """The owning pod reads every counter once a beat."""
-        liveness = jobstore.Liveness()
-        while not stop.wait(jobstore.BEAT_SECONDS):
-            liveness.update(self.channels[0].beats(), time.monotonic())
-
     def ours(self) -> float:
         self.generation += 1
-        generation, stop = self.generation, threading.Event()
-        waiting = start([lambda p=p: p.wait_fix(generation, SECRET, WAIT)
-                         for p in self.channels])
-        beating = start([lambda p=p: p.beat_until(stop) for p in self.channels]
-                        + [lambda: self._watch(stop)])
+        serving = self.channels[0].pod
+        bug = Bug(2, serving, "IndexError", "list index out of range")
+        jobs = [JobSession(p, self.generation, bug, serving) for p in self.channels]
+        lost: list[str] = []
+        pods = [Beats(p) for p in self.channels]
+        for job, beat in zip(jobs, pods, strict=True):
+            beat.watch(job, lost.append)
+        stop = threading.Event()
+        commands: list[JobCommand | None] = []
+        waiting = start([lambda job=job: commands.append(job.next_command()) for job in jobs])
+        beating = start([lambda beat=beat: beat.run(stop) for beat in pods])
         time.sleep(jobstore.BEAT_SECONDS)  # past the first beats
         try:
             return self._window()
         finally:
             stop.set()
-            self.channels[0].post_fix(generation, fix()[:1], SECRET)  # wakes the waiters
+            jobs[0].post(END, why="the benchmark's window is over")  # wakes every waiter
             join(waiting + beating)
+            if lost:
+                raise RuntimeError(f"a pod counted another lost while idle: {lost[0]}")
+            if len(commands) != len(jobs) or any(c is None or c.kind != END for c in commands):
+                raise RuntimeError(f"a pod's wait did not end with the command: {commands}")
 
     def baseline(self) -> float:
         return self._window()
@@ -216,6 +230,9 @@ def run(runs: int = RUNS) -> list[dict[str, Any]]:
                 goal="<= 0.05" if count == 128 else "none (0.05 at 128 pods)",
                 beat_seconds=jobstore.BEAT_SECONDS, window_seconds=WINDOW_SECONDS,
                 baseline_is="the same connections held, no wait and no beat",
+                measures=f"CPU of the job's store host while {count} pods wait in the job's "
+                "session: each beats every 4 s, the serving pod reads every counter, the "
+                "others the serving pod's, and each holds one blocked wait for a command",
             ))
     return entries
 

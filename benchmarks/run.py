@@ -53,9 +53,10 @@ def main(names: list[str], merge: bool = False) -> int:
     failed = 0
     started = time.time()
     host = machine()
-    modules = [
-        p.stem for p in sorted(HERE.glob("bench_*.py"))
-        if not names or any(n in p.stem for n in names)
+    stems = [p.stem for p in sorted(HERE.glob("bench_*.py"))]
+    modules = [  # a module's whole name picks it alone; a part picks every module with it
+        stem for stem in stems
+        if not names or any(n == stem or (n not in stems and n in stem) for n in names)
     ]
     if not modules:
         print(f"no benchmark module matches {' '.join(names)}", file=sys.stderr)

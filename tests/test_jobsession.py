@@ -32,6 +32,7 @@ from interactive.distributed.jobsession import (  # noqa: E402
     apply_fix,
     edits_since,
     several_pods,
+    wardens,
 )
 from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa: E402
 from interactive.distributed.ranks import RankInfo  # noqa: E402
@@ -391,8 +392,10 @@ def test_without_a_secret_the_resume_is_posted_without_a_fix(
     owner, other = joined(monkeypatch, job, 2)
     edits = edits_of(edit(workspace(tmp_path / "pod-0")))
     monkeypatch.delenv(jobsecret.ENV)
-    assert owner.post_fix(edits) == JobCommand(RESUME, "train-0", fix=False)
-    assert other.command() == JobCommand(RESUME, "train-0", fix=False)
+    posted = owner.post_fix(edits)
+    assert (posted.kind, posted.pod, posted.fix) == (RESUME, "train-0", False)
+    assert "pod train-0 has no job secret" in posted.why  # what the other pods say
+    assert other.command() == posted
     assert owner.store.generation() == 1
     monkeypatch.setenv(jobsecret.ENV, SECRET)
     with pytest.raises(FixRefused, match="not in the job's store"):
@@ -448,7 +451,8 @@ def test_nothing_is_lost_while_every_pod_beats(
     sessions, clock = joined(monkeypatch, job, 3), Clock()
     said = tick_until(clock, watched(sessions[1:] + sessions[:1], clock), 40)
     assert all(why is None for whys in said.values() for why in whys)
-    assert sessions[0].store.beats() == {"train-0": 11, "train-1": 11, "train-2": 11}
+    # the other pods beat once more as they start watching (listed before wardens are chosen)
+    assert sessions[0].store.beats() == {"train-0": 11, "train-1": 12, "train-2": 12}
 
 
 def test_the_serving_pod_finds_another_pod_lost(
@@ -475,6 +479,25 @@ def test_another_pod_finds_the_serving_pod_lost(
     assert said[12] == said[16] == [None]
     assert said[20] == ["pod train-0 of the job stopped answering for 12 s "
                         "(lost: preempted, or its node failed)"]
+
+
+def test_the_first_two_other_pods_watch_the_serving_pod() -> None:
+    assert wardens(["a", "b", "c", "d"], "b") == ["a", "c"]
+    assert wardens(["b"], "b") == []
+    assert wardens(["a", "b", "c"], "a", count=1) == ["b"]
+
+
+def test_only_the_wardens_read_the_serving_pods_beat(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's host pays one read per warden and beat, not one per pod."""
+    owner, *others = joined(monkeypatch, job, 4)
+    clock = Clock()
+    pulses = watched([owner, *others], clock)
+    tick_until(clock, pulses, 8)
+    said = tick_until(clock, pulses[1:], 24)  # train-0 stops after 8 s
+    lost = "pod train-0 of the job stopped answering for 12 s (lost: preempted, or its node failed)"
+    assert said[20] == [lost, lost, None]  # train-3, the third other pod, never looks
 
 
 def test_a_store_that_stops_answering_ends_the_job_after_the_limit(
@@ -517,7 +540,7 @@ class StandIn:
 
     workspace: Path
     info: RankInfo
-    snapshot: Snapshot | None = None
+    resume_base: Snapshot | None = None
     leader: bool = True
     job: JobRole | None = None
     state: Notes = field(default_factory=Notes)
@@ -531,7 +554,7 @@ class StandIn:
         self.calls.append("save_edits")
         return "file:///saved/edits.diff"
 
-    def resume(self, peer: bool = False, job: bool = False) -> dict[str, Any]:
+    def resume(self, peer: bool = False, job: bool = False, wait: bool = False) -> dict[str, Any]:
         self.calls.append(f"resume(job={job})")
         return {}
 

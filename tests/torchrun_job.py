@@ -89,6 +89,18 @@ def agent(node_rank: int, nnodes: int, nproc: int, master_port: int) -> tuple[st
     )
 
 
+def c10d_agent(nnodes: int, nproc: int, endpoint_port: int, rdzv_id: str) -> tuple[str, ...]:
+    """torchrun's agent for one node (pod) of ``nnodes`` under c10d's rendezvous on
+    loopback's ``endpoint_port``: the node ranks go by the order the agents join, and the
+    workers' ``MASTER_ADDR``/``MASTER_PORT`` name the store the first node's agent serves on
+    a port of its choosing. A ``command`` for :class:`Torchrun`, followed by the script."""
+    return (
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
+        "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"127.0.0.1:{endpoint_port}", "--rdzv-id", rdzv_id,
+    )
+
+
 def stop_tree(proc: subprocess.Popen[bytes]) -> None:
     """torchrun starts its workers in sessions of their own: stop the whole tree."""
     try:

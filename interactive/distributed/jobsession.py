@@ -23,7 +23,8 @@ through its own rendezvous store (:mod:`interactive.distributed.jobstore`):
   and its session waits on) and resumes its ranks. A resume asked on another pod
   wakes the owner's pod, which resumes as if asked there.
 - **A pod lost.** Each pod's leading rank beats in the store; the owner's pod watches
-  every pod's beat, the others the owner's. A pod whose beat stops for
+  every pod's beat, the first two other pods to beat watch the owner's (:data:`WARDENS`).
+  A pod whose beat stops for
   :data:`jobstore.LOST_AFTER_SECONDS`, or a store that stops answering, ends the
   job's sessions: the job cannot go on, and torchrun's agents then restart it (or
   fail it) as without podcode.
@@ -342,17 +343,19 @@ class JobSession:
     def post_fix(self, edits: Edits) -> JobCommand:
         """Post ``edits`` (signed; not when the job has no secret) and the next generation,
         then the resume; the command that stands."""
-        carried = False
+        carried, why = False, ""
         if edits.files:
             try:
                 secret = jobsecret.load()
             except jobsecret.JobSecretError as exc:
                 log.warning("the fix is not sent to the job's other pods: %s", exc)
+                why = (f"pod {self.pod} has no job secret, so no code crosses pods (set "
+                       f"{jobsecret.ENV} in every pod of the job: {jobsecret.DOCS})")
             else:
                 self.store.post_fix(self.generation, edits.files, secret)
                 carried = True
         self.store.bump_generation()
-        return self.post(RESUME, fix=carried)
+        return self.post(RESUME, why, fix=carried)
 
     def fetch_fix(self) -> jobfix.Fix:
         """The generation's fix, verified; raises :class:`jobfix.FixRefused` or
@@ -367,10 +370,22 @@ class JobSession:
 # -- liveness ---------------------------------------------------------------------------
 
 
+WARDENS = 2
+"""How many of the other pods watch the serving pod's beat (the first to beat): enough
+that one lost with it still leaves one, few enough that the store's host does not pay
+for a read per pod and beat."""
+
+
+def wardens(pods: list[str], serving: str, count: int = WARDENS) -> list[str]:
+    """The pods that watch the serving pod: the first ``count`` others to have beaten."""
+    return [pod for pod in pods if pod != serving][:count]
+
+
 class Beats:
-    """This pod's beat, and the watch on the pods the job's session needs: the owner's
-    pod watches every pod, another pod watches the owner's. One per process, started by
-    the first session that leads its pod; it beats until the process ends."""
+    """This pod's beat, and the watch on the pods the job's session needs: the serving
+    pod watches every pod, the first :data:`WARDENS` other pods watch the serving pod's.
+    One per process, started by the first session that leads its pod; it beats until
+    the process ends."""
 
     def __init__(self, store: JobStore, interval: float = BEAT_SECONDS,
                  lost_after: float = LOST_AFTER_SECONDS,
@@ -382,13 +397,23 @@ class Beats:
         self.watching: tuple[JobSession, Callable[[str], None]] | None = None
         """The open session and what to call with the reason when the job cannot go on."""
         self._liveness = Liveness(lost_after)
+        self._warden = False
+        """Whether this pod, not the serving one, watches the serving pod's beat."""
         self._failing_since: float | None = None
         self._lock = threading.Lock()
 
     def watch(self, job: JobSession | None, lost: Callable[[str], None] | None = None) -> None:
+        warden = False
+        if job is not None and not job.owner:
+            try:
+                self.store.beat()  # listed before the others choose their wardens
+                warden = self.store.pod in wardens(self.store.pods(), job.serving)
+            except JobStoreError:
+                warden = True  # the list cannot be read: watch rather than not
         with self._lock:
             self.watching = None if job is None or lost is None else (job, lost)
             self._liveness = Liveness(self.lost_after)
+            self._warden = warden
 
     def tick(self) -> str | None:
         """One beat, and one look at the watched pods; why the job cannot go on, if so."""
@@ -396,15 +421,17 @@ class Beats:
         try:
             self.store.beat()
             with self._lock:
-                watching, liveness = self.watching, self._liveness
+                watching, liveness, warden = self.watching, self._liveness, self._warden
             if watching is None:
                 self._failing_since = None
                 return None
             job = watching[0]
             if job.owner:
                 counts = self.store.beats()
-            else:
+            elif warden:
                 counts = {job.serving: self.store.beat_count(job.serving)}
+            else:
+                counts = {}
             self._failing_since = None
         except JobStoreError as exc:
             if self._failing_since is None:

@@ -109,7 +109,7 @@ class JobRole:
         """The session's pod resumes: post the fix, the next generation, the resume."""
         if not self.serves:
             return {}
-        snapshot = self.session.snapshot
+        snapshot = self.session.resume_base  # the workspace at this bug (the last resume's)
         if snapshot is None:
             return {}
         try:
@@ -167,8 +167,10 @@ class JobRole:
             log.warning("pod %s resumes the job's session, as asked from pod %s",
                         self.job.pod, command.pod)
             try:
-                self.session.resume()
+                self.session.resume(wait=True)  # after a resume being planned here, if any
             except ResumeConflict as exc:
+                if self._resumed():
+                    return  # crossed with a resume asked here: the job resumes once
                 log.warning("a resume asked on pod %s is refused: %s", command.pod, exc)
                 self.session.state.note(f"a resume asked on pod {command.pod} was refused: "
                                         f"{exc}")
@@ -182,6 +184,14 @@ class JobRole:
             self.session.abort(job=True)
         elif command.kind == END:
             self._end(f"pod {command.pod} ended the job's session: {command.why}", post=False)
+
+    def _resumed(self) -> bool:
+        """Whether the job's resume for this bug is posted (by any pod)."""
+        try:
+            command = self.job.command()
+        except JobStoreError:
+            return False
+        return command is not None and command.kind == RESUME
 
     def _resume(self, command: JobCommand) -> None:
         session = self.session
@@ -198,8 +208,9 @@ class JobRole:
             log.warning("%s", "; ".join(d.reason for d in decisions)
                         or f"pod {self.job.pod}: the fix changes no file")
         else:
-            line = (f"pod {command.pod} resumed the job without sending a fix: this pod runs "
-                    "its own copy of the code")
+            line = (f"pod {command.pod} resumed the job without sending a fix"
+                    f"{': ' + command.why if command.why else ''}: this pod runs its own "
+                    "copy of the code")
             log.warning("%s", line)
             session.state.note(line)
         try:

@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 
 IDE_TIMEOUT_SECONDS = 60.0
 """How long the session waits for a code-server that is already installed to start."""
+PLAN_WAIT_SECONDS = 120.0
+"""How long a resume the job asked for waits for one being planned here (then one stands)."""
 LEADER_END_SECONDS = 180.0  # the leader's cleanup: its own grace, the final email (120 s)
 
 
@@ -170,7 +172,7 @@ class Session:
         self.state.on_phase(self._phase_moved)
 
     # -- the API's controls (called off the loop: the API's handlers use a thread) ----------
-    def resume(self, peer: bool = False, job: bool = False) -> dict[str, Any]:
+    def resume(self, peer: bool = False, job: bool = False, wait: bool = False) -> dict[str, Any]:
         """Resume this rank and (unless a peer asked) every other local rank in a session;
         in a job over several pods (unless the job asked), every pod
         (:mod:`interactive.session.across_pods`).
@@ -179,15 +181,16 @@ class Session:
         that no longer fit the task, raise :class:`ResumeConflict` and the session waits on.
         Planning reads the workspace and may scan the heap (seconds on a large one): call
         it on a thread of its own, never on an event loop. One resume plans at a time: one
-        asked while another plans, or a session that left the waiting phases while it
-        planned (cleaned up, say), is refused with :class:`ResumeConflict`.
+        asked while another plans (``wait``: once that one is planned), or a session that
+        left the waiting phases while it planned (cleaned up, say), is refused with
+        :class:`ResumeConflict`.
         """
         role = None if peer or job else self.job
         if role is not None:
             asked = role.before_resume()
             if asked is not None:
                 return asked  # the job's session is on another pod: it resumes the job
-        if not self._resume_lock.acquire(blocking=False):
+        if not self._resume_lock.acquire(wait, PLAN_WAIT_SECONDS if wait else -1):
             raise ResumeConflict("cannot resume: a resume is being planned already")
         try:
             planned = self._plan()
@@ -207,6 +210,12 @@ class Session:
         if base is None:
             raise ResumeConflict("cannot resume: the session is not open")
         return plan_resume(base, self._task_fn, self._shape)
+
+    @property
+    def resume_base(self) -> Snapshot | None:
+        """The workspace as the next resume measures its edits against: at the session's
+        opening, then at the last resume."""
+        return self._resume_base
 
     def patched(self, planned: Resume) -> None:
         """The plan was applied: the next resume patches what changes after it."""
