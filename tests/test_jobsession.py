@@ -8,7 +8,7 @@ import datetime
 import gc
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,6 +38,7 @@ from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa
 from interactive.distributed.ranks import RankInfo  # noqa: E402
 from interactive.session.across_pods import JobRole, JobSampler  # noqa: E402
 from interactive.storage.workspace import Snapshot  # noqa: E402
+from tests.test_jobstore import in_threads  # noqa: E402
 
 if TYPE_CHECKING:
     from interactive.session.core import Session
@@ -141,24 +142,6 @@ class Waiting:
         assert not self.thread.is_alive(), "the wait for the job's command did not end"
         assert len(self.got) == 1
         return self.got[0]
-
-
-def in_threads(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run ``calls`` at once (a barrier lines them up); their results in order."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        barrier.wait()
-        results[index] = calls[index]()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
-    return results
 
 
 # -- workspaces ------------------------------------------------------------------------------

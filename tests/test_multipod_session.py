@@ -87,9 +87,11 @@ def c10d(nodes: int) -> Launch:
 
 
 def start_pods(tmp_path: Path, bug: tuple[str, str] = RANK_2, names: tuple[str, ...] = PODS,
-               agents: Launch | None = None, secret: str = SECRET) -> list[Torchrun]:
+               agents: Launch | None = None, secret: str = SECRET,
+               env: dict[str, str] | None = None) -> list[Torchrun]:
     """One agent per pod of ``names`` (in that order; ``agents``: their commands, static
-    rendezvous if None), each with ``bug`` in its own copy; ``secret`` "": the job has none."""
+    rendezvous if None), each with ``bug`` in its own copy; ``secret`` "": the job has none;
+    ``env``: more of every pod's environment."""
     agents = agents or static(len(names))
     jobs = []
     for node, pod in enumerate(names):
@@ -97,7 +99,8 @@ def start_pods(tmp_path: Path, bug: tuple[str, str] = RANK_2, names: tuple[str, 
         with_bug(folder / "workspace", bug, EXAMPLE)
         jobs.append(Torchrun(folder / "workspace", folder / "home", SCRIPT, RANKS_PER_POD,
                              env={"POD_NAME": pod, "PODCODE_JOB_SECRET": secret,
-                                  "PODCODE_JOB_SECRET_FILE": "", "PODCODE_IDE": "none"},
+                                  "PODCODE_JOB_SECRET_FILE": "", "PODCODE_IDE": "none",
+                                  **(env or {})},
                              command=agents(node)))
     return jobs
 
@@ -345,3 +348,21 @@ def test_sigterm_on_the_pod_that_does_not_serve_ends_the_other_pods_ranks_with_t
     assert "this pod's ranks end" in output, output
     assert (f"pod {PODS[0]} is being stopped (SIGTERM)" in output
             or "stopped answering" in output), output
+
+
+def test_idle_cleanup_of_the_job_session_saves_the_edits_and_ends_every_pod(
+        launch: Callable[..., list[Torchrun]]) -> None:
+    """Only the serving pod's idleness counts (the other pods never clean up on their own):
+    its cleanup saves the engineer's edits there, then every pod's ranks end."""
+    pods = launch(env={"PODCODE_MAX_IDLE_SECONDS": "6", "PODCODE_GRACE_SECONDS": "2",
+                       "PODCODE_POLL_SECONDS": "0.5"})
+    every_rank_waits(pods)
+    edited = pods[1].workspace / "notes.py"
+    edited.write_text("# the engineer's edit, kept\n")
+    assert ended(pods[1], 120) != 0
+    assert ended(pods[0], 60) != 0
+    said(pods[0], f"pod {PODS[1]} ended the job's session: the job's session was cleaned up")
+    assert "session cleaned up after being idle" not in pods[0].output()  # not on its own
+    saved = list((pods[1].home / "store").rglob("*"))
+    assert any("notes.py" in path.read_text(errors="replace") for path in saved
+               if path.is_file()), saved
