@@ -14,7 +14,7 @@ runs (default 5):
 - ``multipod_store_idle_cpu_s_per_min_{8,32,128}``: CPU seconds per minute of the
   process hosting the store while 8, 32 or 128 pods wait in the job's session as pods
   do (``interactive.distributed.jobsession``): pod 0 serves the session, and each
-  pod's ``jobsession.Beats`` runs as in a pod's leading rank (every
+  pod's ``jobbeats.Beats`` runs as in a pod's leading rank (every
   ``jobstore.BEAT_SECONDS``, 4 s: one beat, then the serving pod reads every pod's
   counter, ``beats()``, and every other pod reads the serving pod's, ``beat_count``);
   each pod also holds one blocked ``wait`` through ``JobSession.next_command`` (the
@@ -48,8 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import RUNS, figure, interleaved  # noqa: E402
 from interactive.distributed import jobstore  # noqa: E402
+from interactive.distributed.jobbeats import Beats  # noqa: E402
 from interactive.distributed.jobfix import FileEdit  # noqa: E402
-from interactive.distributed.jobsession import END, Beats, JobCommand, JobSession  # noqa: E402
+from interactive.distributed.jobsession import END, JobCommand, JobSession  # noqa: E402
 from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa: E402
 
 FANOUT_PODS = 32

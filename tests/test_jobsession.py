@@ -19,26 +19,24 @@ import pytest
 dist = pytest.importorskip("torch.distributed")
 
 from interactive.base.errors import ResumeConflict  # noqa: E402
-from interactive.distributed import jobsecret, jobsession, jobstore  # noqa: E402
+from interactive.distributed import jobfiles, jobsecret, jobsession, jobstore  # noqa: E402
+from interactive.distributed.jobbeats import Beats, wardens  # noqa: E402
+from interactive.distributed.jobfiles import apply_fix, edits_since  # noqa: E402
 from interactive.distributed.jobfix import FixRefused, Verdict  # noqa: E402
 from interactive.distributed.jobsession import (  # noqa: E402
     ABORT,
     ASKED,
     END,
     RESUME,
-    Beats,
     JobCommand,
     JobSession,
-    apply_fix,
-    edits_since,
     several_pods,
-    wardens,
 )
 from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa: E402
 from interactive.distributed.ranks import RankInfo  # noqa: E402
 from interactive.session.across_pods import JobRole, JobSampler  # noqa: E402
 from interactive.storage.workspace import Snapshot  # noqa: E402
-from tests.test_jobstore import in_threads  # noqa: E402
+from tests.waiting import in_threads  # noqa: E402
 
 if TYPE_CHECKING:
     from interactive.session.core import Session
@@ -188,7 +186,7 @@ def edit(root: Path) -> Snapshot:
     return snapshot
 
 
-def edits_of(snapshot: Snapshot) -> jobsession.Edits:
+def edits_of(snapshot: Snapshot) -> jobfiles.Edits:
     return edits_since(snapshot.root, snapshot.changed(), snapshot.texts,
                        set(snapshot.stamps))
 
@@ -388,7 +386,7 @@ def test_without_a_secret_the_resume_is_posted_without_a_fix(
 def test_a_fix_carries_files_up_to_its_limit(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(jobsession, "MAX_FIX_BYTES", 1 << 20)
+    monkeypatch.setattr(jobfiles, "MAX_FIX_BYTES", 1 << 20)
     files = {"a.py": b"a" * 1000, "big.py": b"b" * (1 << 20), "z.py": b"z" * 1000}
     root = workspace(tmp_path, {**files, "run.sh": b""})
     edits = edits_since(root, sorted(files), {}, set())

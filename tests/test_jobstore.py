@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ dist = pytest.importorskip("torch.distributed")
 from interactive.distributed import jobfix, jobsecret, jobstore  # noqa: E402
 from interactive.distributed.jobfix import FileEdit, FileEntry, FixRefused, Manifest, Verdict  # noqa: E402
 from interactive.distributed.jobstore import Bug, JobStore, StoreAddress  # noqa: E402
+from tests.waiting import in_threads  # noqa: E402
 
 SECRET = b"a shared secret of the job, 32 b"
 
@@ -64,24 +66,6 @@ def edits(sizes: dict[str, int]) -> list[FileEdit]:
     ]
 
 
-def in_threads(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run ``calls`` at once (a barrier lines them up); their results in order."""
-    barrier = threading.Barrier(len(calls))
-    results: list[Any] = [None] * len(calls)
-
-    def run(index: int) -> None:
-        barrier.wait()
-        results[index] = calls[index]()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not any(thread.is_alive() for thread in threads)
-    return results
-
-
 # -- the bug -------------------------------------------------------------------------------------
 
 
@@ -91,7 +75,7 @@ def test_two_claimers_race_for_the_bug_and_exactly_one_owns_it(
     pods = [pod("train-0"), pod("train-1")]
     bugs = [Bug(0, "train-0", "IndexError", "list index out of range"),
             Bug(5, "train-1", "ValueError", "bad shape")]
-    claims = in_threads([lambda p=p, b=b: p.claim_bug(0, b) for p, b in zip(pods, bugs)])
+    claims = in_threads([functools.partial(p.claim_bug, 0, b) for p, b in zip(pods, bugs)])
     assert sorted(claim.won for claim in claims) == [False, True]
     winner = next(claim.owner for claim in claims if claim.won)
     assert winner in bugs

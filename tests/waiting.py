@@ -1,4 +1,5 @@
-"""Waiting for a condition in the tests and benchmarks: one deadline loop, sync and async.
+"""Waiting for a condition in the tests and benchmarks: one deadline loop, sync and async;
+and calls run at once on threads (:func:`in_threads`).
 
 Tests prefer fake time; these are for what only a real process, server or browser makes
 true. A condition not met by the deadline fails with what was awaited.
@@ -7,9 +8,10 @@ true. A condition not met by the deadline fails with what was awaited.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -42,3 +44,21 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what} ({timeout:g} s)")
         await asyncio.sleep(poll)
+
+
+def in_threads(calls: list[Callable[[], Any]], timeout: float = 60.0) -> list[Any]:
+    """Run ``calls`` at once (a barrier lines them up); their results in order."""
+    barrier = threading.Barrier(len(calls))
+    results: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        barrier.wait()
+        results[index] = calls[index]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads)
+    return results

@@ -5,7 +5,8 @@ through its own rendezvous store (:mod:`interactive.distributed.jobstore`):
 
 - **The bug and its owner.** The failing rank claims the generation's bug before it
   breaks the group (:func:`claim_failure`); the first claim stays. Its pod *owns* the
-  job's session: its leading rank serves the IDE and mails the owner. Every other
+  job's session, for the job's run (``session-pod``: a later bug elsewhere stays in the
+  same IDE): its leading rank serves the IDE and mails the owner. Every other
   pod's ranks keep their debugger and control API, take no IDE or email, and say
   where the session is (:meth:`JobSession.where`). Where no rank claimed one (every
   rank's error is the group breaking), the first pod whose session opens claims it.
@@ -16,18 +17,16 @@ through its own rendezvous store (:mod:`interactive.distributed.jobstore`):
   ``request/<generation>`` instead, which a resume asked on another pod sets, and
   every command sets too.
 - **One resume.** A resume on the owner's pod posts the fix first (the files edited
-  since the session opened, each with the sha256 it had at the failure, signed with
-  the job's secret: :mod:`interactive.distributed.jobfix`), then the next generation,
-  then the command. Each other pod applies the fix to its own copy only where its
+  since the bug, each with the sha256 it had then, signed with the job's secret:
+  :mod:`interactive.distributed.jobfiles`, :mod:`interactive.distributed.jobfix`), then
+  the next generation, then the command. Each other pod applies the fix to its own copy only where its
   file is the one the owner's pod had (else it refuses, naming the file and the pod,
   and its session waits on) and resumes its ranks. A resume asked on another pod
   wakes the owner's pod, which resumes as if asked there.
-- **A pod lost.** Each pod's leading rank beats in the store; the owner's pod watches
-  every pod's beat, the first two other pods to beat watch the owner's (:data:`WARDENS`).
-  A pod whose beat stops for
-  :data:`jobstore.LOST_AFTER_SECONDS`, or a store that stops answering, ends the
-  job's sessions: the job cannot go on, and torchrun's agents then restart it (or
-  fail it) as without podcode.
+- **A pod lost.** Each pod's leading rank beats in the store
+  (:mod:`interactive.distributed.jobbeats`); a pod whose beat stops, or a store that
+  stops answering, ends the job's sessions: the job cannot go on, and torchrun's
+  agents then restart it (or fail it) as without podcode.
 
 This module holds the channel's side; :mod:`interactive.session.across_pods` joins it
 to a session.
@@ -36,28 +35,20 @@ to a session.
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from interactive.base.rayworker import in_worker as in_ray_worker
-from interactive.base.threads import start_thread
 from interactive.distributed import jobfix, jobsecret
+from interactive.distributed.jobfiles import Edits
 from interactive.distributed.jobstore import (
-    BEAT_SECONDS,
-    LOST_AFTER_SECONDS,
     Bug,
     JobStore,
     JobStoreError,
-    Liveness,
 )
 from interactive.distributed.ranks import RankInfo
 from interactive.kube.labels import JobMark
@@ -72,8 +63,6 @@ WAIT_SLICE = datetime.timedelta(hours=12)
 each timeout, so it is long: a command, or the store going away, ends it earlier)."""
 SPURIOUS_WAKE_SECONDS = 0.5
 """A wait that returns before its key is set (a signal broke it) is asked again after this."""
-MAX_FIX_BYTES = 64 << 20
-"""The most a fix carries (the store holds it until the job ends)."""
 
 
 def several_pods(info: RankInfo) -> bool:
@@ -151,87 +140,6 @@ def claim_failure(rank: int, error: BaseException) -> None:
                                         str(error)[:2000]))
     except JobStoreError as exc:
         log.warning("cannot claim this rank's bug in the job's store: %s", exc)
-
-
-# -- a fix: from a workspace, into one --------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Edits:
-    files: list[jobfix.FileEdit]
-    left: list[str]
-    """Why some changed files are not carried (one line each)."""
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def edits_since(root: Path, changed: list[str], texts: dict[str, str],
-                existed: set[str]) -> Edits:
-    """The fix: each file of ``changed`` (relative to ``root``) with its content now and
-    its sha256 at the failure (from ``texts``, the snapshot's; a file not in ``existed``
-    is new). A deleted file, or one whose content at the failure is not known (binary or
-    large), is not carried: said in ``left``."""
-    files: list[jobfix.FileEdit] = []
-    left: list[str] = []
-    total = 0
-    for rel in changed:
-        path = root / rel
-        if not path.is_file():
-            left.append(f"{rel} was deleted: a fix carries new and edited files only")
-            continue
-        if rel in existed and rel not in texts:
-            left.append(f"{rel} is not carried: its content at the failure is not known "
-                        "(a binary or large file)")
-            continue
-        content = path.read_bytes()
-        if total + len(content) > MAX_FIX_BYTES:
-            left.append(f"{rel} is not carried: the fix would pass {MAX_FIX_BYTES >> 20} MiB")
-            continue
-        total += len(content)
-        base = _sha256(texts[rel].encode()) if rel in existed else None
-        files.append(jobfix.FileEdit(rel, content, base))
-    return Edits(files, left)
-
-
-def local_digests(root: Path, paths: list[str]) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for rel in paths:
-        try:
-            out[rel] = _sha256((root / rel).read_bytes())
-        except FileNotFoundError:
-            out[rel] = None
-    return out
-
-
-def apply_fix(fix: jobfix.Fix, root: Path, pod: str) -> list[jobfix.FileDecision]:
-    """Write the fix into ``root`` where every file may take it (:func:`jobfix.decide`);
-    where one may not, nothing is written. The decisions, refusals first."""
-    paths = [entry.path for entry in fix.manifest.files]
-    decisions = jobfix.decide(fix.manifest, local_digests(root, paths), pod)
-    refused = [d for d in decisions if d.verdict is jobfix.Verdict.REFUSE]
-    if refused:
-        return refused + [d for d in decisions if d not in refused]
-    for decision in decisions:
-        if decision.verdict is jobfix.Verdict.APPLY:
-            _write(root / decision.path, fix.contents[decision.path])
-    return decisions
-
-
-def _write(path: Path, content: bytes) -> None:
-    """Replace ``path`` at once (a rank that reads it sees the old or the new file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # -- one generation's session, seen from one pod ----------------------------------------
@@ -365,109 +273,3 @@ class JobSession:
             raise jobfix.FixRefused(f"the fix of generation {self.generation} is not in the "
                                     "job's store")
         return fix
-
-
-# -- liveness ---------------------------------------------------------------------------
-
-
-WARDENS = 2
-"""How many of the other pods watch the serving pod's beat (the first to beat): enough
-that one lost with it still leaves one, few enough that the store's host does not pay
-for a read per pod and beat."""
-
-
-def wardens(pods: list[str], serving: str, count: int = WARDENS) -> list[str]:
-    """The pods that watch the serving pod: the first ``count`` others to have beaten."""
-    return [pod for pod in pods if pod != serving][:count]
-
-
-class Beats:
-    """This pod's beat, and the watch on the pods the job's session needs: the serving
-    pod watches every pod, the first :data:`WARDENS` other pods watch the serving pod's.
-    One per process, started by the first session that leads its pod; it beats until
-    the process ends."""
-
-    def __init__(self, store: JobStore, interval: float = BEAT_SECONDS,
-                 lost_after: float = LOST_AFTER_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.store = store
-        self.interval = interval
-        self.lost_after = lost_after
-        self.clock = clock
-        self.watching: tuple[JobSession, Callable[[str], None]] | None = None
-        """The open session and what to call with the reason when the job cannot go on."""
-        self._liveness = Liveness(lost_after)
-        self._warden = False
-        """Whether this pod, not the serving one, watches the serving pod's beat."""
-        self._failing_since: float | None = None
-        self._lock = threading.Lock()
-
-    def watch(self, job: JobSession | None, lost: Callable[[str], None] | None = None) -> None:
-        warden = False
-        if job is not None and not job.owner:
-            try:
-                self.store.beat()  # listed before the others choose their wardens
-                warden = self.store.pod in wardens(self.store.pods(), job.serving)
-            except JobStoreError:
-                warden = True  # the list cannot be read: watch rather than not
-        with self._lock:
-            self.watching = None if job is None or lost is None else (job, lost)
-            self._liveness = Liveness(self.lost_after)
-            self._warden = warden
-
-    def tick(self) -> str | None:
-        """One beat, and one look at the watched pods; why the job cannot go on, if so."""
-        now = self.clock()
-        try:
-            self.store.beat()
-            with self._lock:
-                watching, liveness, warden = self.watching, self._liveness, self._warden
-            if watching is None:
-                self._failing_since = None
-                return None
-            job = watching[0]
-            if job.owner:
-                counts = self.store.beats()
-            elif warden:
-                counts = {job.serving: self.store.beat_count(job.serving)}
-            else:
-                counts = {}
-            self._failing_since = None
-        except JobStoreError as exc:
-            if self._failing_since is None:
-                self._failing_since = now
-            if now - self._failing_since >= self.lost_after and self.watching is not None:
-                return f"the job's store stopped answering ({exc})"
-            return None
-        counts.pop(self.store.pod, None)
-        lost = liveness.update(counts, now)
-        if not lost:
-            return None
-        names = ", ".join(lost)
-        return (f"pod {names} of the job stopped answering for "
-                f"{self.lost_after:.0f} s (lost: preempted, or its node failed)")
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            why = self.tick()
-            watching = self.watching
-            if why is not None and watching is not None:
-                self.watch(None)
-                try:
-                    watching[1](why)
-                except Exception:
-                    log.exception("could not end the job's session after: %s", why)
-            stop.wait(self.interval)
-
-
-_beats: Beats | None = None
-
-
-def beats(store: JobStore) -> Beats:
-    """The process's :class:`Beats`, started at the first call."""
-    global _beats
-    with _lock:
-        if _beats is None:
-            _beats = Beats(store)
-            start_thread(_beats.run, "job-beat", threading.Event())
-        return _beats

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from interactive.base.errors import ResumeConflict
 from interactive.base.threads import start_thread
 from interactive.distributed import jobfix, jobsecret
+from interactive.distributed.jobbeats import beats
+from interactive.distributed.jobfiles import apply_fix, edits_since
 from interactive.distributed.jobsession import (
     ABORT,
     ASKED,
@@ -32,9 +34,6 @@ from interactive.distributed.jobsession import (
     RESUME,
     JobCommand,
     JobSession,
-    apply_fix,
-    beats,
-    edits_since,
     several_pods,
 )
 from interactive.distributed.jobstore import JobStoreError
