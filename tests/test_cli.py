@@ -493,3 +493,19 @@ def test_status_of_a_rank_of_a_job_over_several_pods_says_where_its_session_is()
         ("Generation", "2 (command: resume)"),
     ]
     assert _job_lines({"rank": {"rank": 1}}) == []
+
+
+def test_a_resume_of_a_job_over_several_pods_says_what_the_job_was_told() -> None:
+    from interactive.cli.control_cmds import _resumed_lines
+
+    asked = _resumed_lines("pod ml/train-0", {"job": {"asked": "train-1", "generation": 0},
+                                             "patched": []})
+    assert asked == ("podcode: asked pod train-1, which serves the job's session, to resume "
+                     "the job: it sends its fix to every pod and every rank runs again")
+    sent = _resumed_lines("pod ml/train-1", {"patched": ["train.step"], "job": {
+        "posted": True, "fix": ["train.py"], "generation": 0}})
+    assert sent.splitlines()[1:] == ["  patched: train.step",
+                                     "  sent to the job's other pods: train.py"]
+    unsent = _resumed_lines("pod ml/train-1", {"patched": ["train.step"], "job": {
+        "posted": True, "fix": [], "generation": 0}})
+    assert "their own copy (no fix sent)" in unsent

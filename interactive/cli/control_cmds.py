@@ -218,7 +218,12 @@ def resume(args: argparse.Namespace, console: Console) -> int:
 
 def _resumed_lines(label: str, answer: dict[str, Any], workspace: str | None = None) -> str:
     """What the resume patched and which top-level statements it did not run; when nothing
-    changed, where the session's code is (an edit made elsewhere is not seen)."""
+    changed, where the session's code is (an edit made elsewhere is not seen). A rank of a
+    job over several pods: what the job was told (:func:`_job_resume_lines`)."""
+    job = answer.get("job")
+    if isinstance(job, dict) and job.get("asked"):
+        return (f"podcode: asked pod {job['asked']}, which serves the job's session, to resume "
+                "the job: it sends its fix to every pod and every rank runs again")
     lines = [f"podcode: resumed {label}: the task runs again with your edits"]
     if answer.get("patched"):
         lines.append("  patched: " + ", ".join(answer["patched"]))
@@ -233,7 +238,20 @@ def _resumed_lines(label: str, answer: dict[str, Any], workspace: str | None = N
     if answer.get("not_executed"):
         lines.append("  not run again (top-level statements):")
         lines.extend(f"    {statement}" for statement in answer["not_executed"])
+    if isinstance(job, dict):
+        lines.extend(_job_resume_lines(job))
     return "\n".join(lines)
+
+
+def _job_resume_lines(job: dict[str, Any]) -> list[str]:
+    """What the serving pod's resume sent the job's other pods."""
+    if job.get("posted") and job.get("fix"):
+        return ["  sent to the job's other pods: " + ", ".join(map(str, job["fix"]))]
+    if job.get("posted"):
+        return ["  the job's other pods resume with their own copy (no fix sent)"]
+    if job.get("error"):
+        return [f"  the job's other pods were not told: {job['error']}"]
+    return []
 
 
 def keepalive(args: argparse.Namespace, console: Console) -> int:
