@@ -336,6 +336,18 @@ def test_a_pod_lost_while_the_others_wait_ends_them_with_the_reason(
     assert "this pod's ranks end" in pods[1].output(), pods[1].output()
 
 
+def test_the_serving_pod_lost_while_the_store_lives_is_noticed_by_its_beat(
+        pods: list[Torchrun]) -> None:
+    """Killed outright (a node failure: no SIGTERM, no word), the serving pod just stops
+    beating; the store, on the other pod, lives on: the other pod notices within seconds."""
+    every_rank_waits(pods)
+    time.sleep(5)  # every pod has beaten, and the other pod watches the serving pod's beat
+    pods[1].stop()  # SIGKILL to the serving pod's processes
+    assert ended(pods[0], 60) != 0
+    said(pods[0], f"pod {PODS[1]} of the job stopped answering for 12 s")
+    assert "this pod's ranks end" in pods[0].output()
+
+
 def test_sigterm_on_the_pod_that_does_not_serve_ends_the_other_pods_ranks_with_the_reason(
         pods: list[Torchrun]) -> None:
     """As Kubernetes stops a pod: SIGTERM to its main process, torchrun's agent, which
