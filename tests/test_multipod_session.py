@@ -378,3 +378,28 @@ def test_idle_cleanup_of_the_job_session_saves_the_edits_and_ends_every_pod(
     saved = list((pods[1].home / "store").rglob("*"))
     assert any("notes.py" in path.read_text(errors="replace") for path in saved
                if path.is_file()), saved
+
+
+@pytest.mark.codeserver
+def test_only_the_serving_pod_starts_the_ide(
+        launch: Callable[..., list[Torchrun]], code_server_binary: Path) -> None:
+    """One IDE for the job's bug: the failing pod's leading rank serves code-server, the
+    other pod's ranks point at none of their own and say where the session is."""
+    pods = launch(env={"PODCODE_IDE": "code-server",
+                       "PODCODE_CODE_SERVER_PATH": str(code_server_binary)})
+    records = every_rank_waits(pods)
+
+    def served() -> list[dict[str, Any] | None]:
+        return [job.record(local) for job in pods for local in range(RANKS_PER_POD)]
+
+    deadline = time.monotonic() + 90
+    while not any((record or {}).get("code_server_url") for record in served()[2:]):
+        assert time.monotonic() < deadline, pods[1].output()
+        time.sleep(0.2)
+    now = served()
+    leader = next(record for record in now[2:] if record and record.get("leader"))
+    assert leader.get("code_server_url"), leader  # the other rank there points at it
+    assert not any((record or {}).get("code_server_url") for record in now[:2]), now[:2]
+    assert [status["serves_session"] for status in job_statuses(records)] == [
+        False, False, True, True]
+    assert f"the job's session is on pod {PODS[1]}" in pods[0].output()
