@@ -20,7 +20,7 @@ dist = pytest.importorskip("torch.distributed")
 
 from interactive.base.errors import ResumeConflict  # noqa: E402
 from interactive.distributed import jobfiles, jobsecret, jobsession, jobstore  # noqa: E402
-from interactive.distributed.jobbeats import Beats, wardens  # noqa: E402
+from interactive.distributed.jobbeats import Beats, spacing, wardens  # noqa: E402
 from interactive.distributed.jobfiles import apply_fix, edits_since  # noqa: E402
 from interactive.distributed.jobfix import FixRefused, Verdict  # noqa: E402
 from interactive.distributed.jobsession import (  # noqa: E402
@@ -460,6 +460,33 @@ def test_another_pod_finds_the_serving_pod_lost(
     assert said[12] == said[16] == [None]
     assert said[20] == ["pod train-0 of the job stopped answering for 12 s "
                         "(lost: preempted, or its node failed)"]
+
+
+def test_past_64_pods_the_pods_that_do_not_serve_beat_less_often() -> None:
+    assert spacing(2) == spacing(64) == 4.0
+    assert spacing(128) == 8.0 and spacing(1024) == 64.0
+
+
+def test_in_a_large_job_the_serving_pod_waits_three_of_their_beats(
+    job: Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 128 pods the others beat every 8 s: the serving pod counts one lost only after
+    24 s of silence, and beats every 4 s itself (its wardens still wait 12 s)."""
+    owner, other = joined(monkeypatch, job, 2)
+    clock = Clock()
+    serving, beating = Beats(owner.store, clock=clock), Beats(other.store, clock=clock)
+    serving.watch(owner, lambda why: None, pods=128)
+    beating.watch(other, lambda why: None, pods=128)
+    assert (serving.pace, beating.pace) == (4.0, 8.0)
+    said = {}
+    while clock.now <= 40:
+        if clock.now % 8 == 0 and clock.now <= 8:
+            beating.tick()  # then train-1 falls silent, after its beat at 8 s
+        said[clock.now] = serving.tick()
+        clock.now += 4
+    assert said[28] is None
+    assert said[32] == ("pod train-1 of the job stopped answering for 24 s (lost: "
+                        "preempted, or its node failed)")
 
 
 def test_the_first_two_other_pods_watch_the_serving_pod() -> None:

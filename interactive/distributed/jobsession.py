@@ -19,9 +19,9 @@ through its own rendezvous store (:mod:`interactive.distributed.jobstore`):
 - **One resume.** A resume on the owner's pod posts the fix first (the files edited
   since the bug, each with the sha256 it had then, signed with the job's secret:
   :mod:`interactive.distributed.jobfiles`, :mod:`interactive.distributed.jobfix`), then
-  the next generation, then the command. Each other pod applies the fix to its own copy only where its
-  file is the one the owner's pod had (else it refuses, naming the file and the pod,
-  and its session waits on) and resumes its ranks. A resume asked on another pod
+  the next generation, then the command. Each other pod applies the fix to its own
+  copy only where its file is the one the owner's pod had (else it refuses, naming the
+  file and the pod, and its session waits on) and resumes its ranks. A resume asked on another pod
   wakes the owner's pod, which resumes as if asked there.
 - **A pod lost.** Each pod's leading rank beats in the store
   (:mod:`interactive.distributed.jobbeats`); a pod whose beat stops, or a store that

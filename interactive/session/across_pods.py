@@ -71,8 +71,10 @@ class JobRole:
         """The session waits: its pod's leading rank beats and watches the job's commands."""
         if not self.session.leader:
             return
+        info = self.session.peers.info if self.session.peers is not None else None
+        pods = info.world_size // max(1, info.local_world_size) if info is not None else 1
         pulse = beats(self.job.store)
-        pulse.watch(self.job, self._lost)
+        pulse.watch(self.job, self._lost, pods)
         start_thread(self._watch, f"job-{self.job.generation}")
 
     def stop(self) -> None:
