@@ -67,12 +67,13 @@ own copy is the failing pod's at the failure (:func:`jobfix.decide`). Bug claims
 the generation and beats are not signed: whoever reaches the store can disturb
 them (a denial of service, never code run in a pod).
 
-**Liveness.** Each pod adds 1 to its counter every :data:`BEAT_SECONDS` (4 s: an
-``add`` costs the store's host about 20 microseconds of CPU, so 128 pods cost it about
-0.04 CPU-seconds a minute; its answer also tells the pod that the store is still
-there). A watcher reads every counter in one ``multi_get`` and, with its own
-monotonic clock (the pods' clocks are never compared), counts a pod lost when its
-counter has not moved for :data:`LOST_AFTER_SECONDS`, 12 s (:class:`Liveness`, pure).
+**Liveness.** Each pod adds 1 to its counter every :data:`BEAT_SECONDS` (4 s; less
+often in a job of more than 64 pods, :mod:`interactive.distributed.jobbeats`: an
+``add`` costs the store's host 20 to 30 microseconds of CPU; its answer also tells
+the pod that the store is still there). A watcher reads every counter in one
+``multi_get`` and, with its own monotonic clock (the pods' clocks are never
+compared), counts a pod lost when its counter has not moved for three beats,
+:data:`LOST_AFTER_SECONDS` at 4 s (:class:`Liveness`, pure).
 """
 
 from __future__ import annotations
@@ -99,9 +100,9 @@ PREFIX = "podcode/job"
 CLIENT_TIMEOUT = datetime.timedelta(seconds=10)
 """How long one call on podcode's client may take (connecting included)."""
 BEAT_SECONDS = 4.0
-"""How often a pod adds to its liveness counter: each beat costs the store's host about
-20 microseconds of CPU, so 128 pods cost it about 0.04 CPU-seconds a minute (every 2
-seconds, 0.08)."""
+"""How often a pod adds to its liveness counter (at most: see
+:func:`interactive.distributed.jobbeats.spacing`); each beat costs the store's host
+20 to 30 microseconds of CPU."""
 LOST_AFTER_SECONDS = 3 * BEAT_SECONDS
 """A pod whose counter has not moved for this long (three beats missed) is taken for lost."""
 ABSENT = b"\0podcode: absent"
