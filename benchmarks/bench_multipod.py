@@ -14,9 +14,11 @@ runs (default 5):
 - ``multipod_store_idle_cpu_s_per_min_{8,32,128}``: CPU seconds per minute of the
   process hosting the store while 8, 32 or 128 pods wait in the job's session as pods
   do (``interactive.distributed.jobsession``): pod 0 serves the session, and each
-  pod's ``jobbeats.Beats`` runs as in a pod's leading rank (every
-  ``jobstore.BEAT_SECONDS``, 4 s: one beat, then the serving pod reads every pod's
-  counter, ``beats()``, and every other pod reads the serving pod's, ``beat_count``);
+  pod's ``jobbeats.Beats`` runs as in a pod's leading rank of a job of that many pods
+  (one beat every ``jobstore.BEAT_SECONDS``, 4 s, for the serving pod, and every
+  ``jobbeats.spacing(pods)`` for the others: 4 s up to 64 pods, 8 s at 128; after
+  each of its beats the serving pod reads every pod's counter, ``beats()``, and the
+  first two other pods, the wardens, read the serving pod's, ``beat_count``);
   each pod also holds one blocked ``wait`` through ``JobSession.next_command`` (the
   serving pod on ``request/<generation>``, the others on ``command/<generation>``),
   ended by an ``end`` command after the window. CPU time is the sum over the host's
@@ -191,7 +193,7 @@ class Idle:
         lost: list[str] = []
         pods = [Beats(p) for p in self.channels]
         for job, beat in zip(jobs, pods, strict=True):
-            beat.watch(job, lost.append)
+            beat.watch(job, lost.append, len(self.channels))  # a job of that many pods
         stop = threading.Event()
         commands: list[JobCommand | None] = []
         waiting = start([lambda job=job: commands.append(job.next_command()) for job in jobs])
@@ -232,8 +234,9 @@ def run(runs: int = RUNS) -> list[dict[str, Any]]:
                 beat_seconds=jobstore.BEAT_SECONDS, window_seconds=WINDOW_SECONDS,
                 baseline_is="the same connections held, no wait and no beat",
                 measures=f"CPU of the job's store host while {count} pods wait in the job's "
-                "session: each beats every 4 s, the serving pod reads every counter, the "
-                "others the serving pod's, and each holds one blocked wait for a command",
+                "session: each beats (every 4 s; 8 s at 128 pods but the serving one), the "
+                "serving pod reads every counter, two others the serving pod's, and each "
+                "holds one blocked wait for a command",
             ))
     return entries
 
