@@ -277,7 +277,8 @@ def test_the_first_command_posted_stands_when_a_resume_and_an_abort_cross(
     assert stood[0] in (JobCommand(RESUME, "train-0"),
                         JobCommand(ABORT, "train-1", why="wrong fix"))
     assert third.post(END, "cleaned up") == stood[0]
-    assert third.status()["command"] == stood[0].kind
+    assert third.status(stood[0])["command"] == stood[0].kind  # as far as the pod knows
+    assert third.status()["command"] is None  # a status never asks the store
 
 
 def test_pods_that_do_not_serve_the_session_wake_on_the_command(
@@ -613,6 +614,17 @@ def test_a_resume_after_the_job_was_aborted_is_refused(
         with pytest.raises(ResumeConflict,
                            match=r"ended by pod train-1 \(abort: wrong data\)"):
             role(session, tmp_path).before_resume()
+
+
+def test_a_sessions_status_says_the_command_it_posted_without_asking_the_store(
+    job: Job, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    owner, other = joined(monkeypatch, job, 2)
+    aborting = role(other, tmp_path)
+    assert aborting.status()["command"] is None
+    aborting.post(ABORT, "wrong data")
+    assert aborting.status()["command"] == "abort"
+    assert role(owner, tmp_path).status()["command"] is None  # not seen there yet
 
 
 def test_a_resume_on_the_serving_pod_resumes_every_pod_with_the_fix(

@@ -195,12 +195,9 @@ class JobSession:
                 f"{self.bug.pod} failed: {self.bug.error}: {self.bug.message[:200]}); open it "
                 "there, resume or abort from any rank")
 
-    def status(self) -> dict[str, Any]:
-        """The ``job`` part of ``GET /api/status``."""
-        try:
-            command = self.command()
-        except JobStoreError:
-            command = None
+    def status(self, command: JobCommand | None = None) -> dict[str, Any]:
+        """The ``job`` part of ``GET /api/status`` (``command``: the generation's, as far as
+        this pod knows; the store is not asked, so a status never waits on it)."""
         return {
             "pod": self.pod, "session_pod": self.serving, "generation": self.generation,
             "failed_rank": self.bug.rank, "failed_pod": self.bug.pod,

@@ -242,7 +242,8 @@ def build_app(
         return _answer({"ok": True})
 
     async def abort(request: web.Request) -> web.Response:
-        controls.abort(peer=_from_peer(request))
+        peer = _from_peer(request)  # a job over several pods is told through its store
+        await in_thread(lambda: controls.abort(peer=peer), "abort")  # so: off the loop
         return _answer({"state": state.state.value}, status=202)
 
     workspace = editors.workspace if editors is not None else None

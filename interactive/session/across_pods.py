@@ -51,6 +51,8 @@ class JobRole:
     def __init__(self, session: Session, job: JobSession) -> None:
         self.session = session
         self.job = job
+        self.known: JobCommand | None = None
+        """The generation's command as far as this session has seen or posted it."""
         self._closed = threading.Event()
 
     @classmethod
@@ -61,6 +63,10 @@ class JobRole:
             return None
         job = JobSession.join(peers.info.rank, error)
         return None if job is None else cls(session, job)
+
+    def status(self) -> dict[str, Any]:
+        """The ``job`` part of the session's status (the store is not asked)."""
+        return self.job.status(self.known)
 
     @property
     def serves(self) -> bool:
@@ -126,7 +132,7 @@ class JobRole:
             log.warning("%s", line)
             self.session.state.note(line)
         try:
-            command = self.job.post_fix(edits)
+            command = self.known = self.job.post_fix(edits)
         except (JobStoreError, jobfix.FixRefused) as exc:
             log.warning("the job's other pods are not resumed: %s", exc)
             self.session.state.note(f"the job's other pods were not resumed: {exc}")
@@ -144,7 +150,7 @@ class JobRole:
     def post(self, kind: str, why: str = "") -> None:
         """Tell every pod (an abort, a cleanup, this pod going away)."""
         try:
-            self.job.post(kind, why)
+            self.known = self.job.post(kind, why)
         except JobStoreError as exc:
             log.warning("could not tell the job's other pods to %s: %s", kind, exc)
 
@@ -158,6 +164,8 @@ class JobRole:
             return
         if self._closed.is_set() or command is None:
             return
+        if command.why != ASKED:
+            self.known = command
         try:
             self._act(command)
         except Exception:

@@ -236,7 +236,7 @@ class Session:
         """The rank part of ``GET /api/status`` (empty for a single process)."""
         if self.peers is None:
             return {}
-        job = {"job": self.job.job.status()} if self.job is not None else {}
+        job = {"job": self.job.status()} if self.job is not None else {}
         return {"rank": self.peers.info.as_dict(), "ranks": self.peers.status(), **job}
 
     def keepalive(self, seconds: float) -> float | None:
@@ -549,7 +549,8 @@ class Session:
         )
         self.ide = None if report.ide_stopped else self.ide
         if self.job is not None:  # the job's session: every pod's ranks end with it
-            self.job.post(END, f"the job's session was cleaned up ({self.state.state})")
+            await asyncio.to_thread(self.job.post, END,
+                                    f"the job's session was cleaned up ({self.state.state})")
         if self.peers is not None and not self.leader:  # the leader mails the owner, then ends
             await asyncio.to_thread(self.peers.outlive_leader, LEADER_END_SECONDS)
         self.commands.put(Command(CommandKind.REAPED, report.edits_url))
