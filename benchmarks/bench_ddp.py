@@ -19,8 +19,8 @@ median, ``min`` and ``max`` of 3 runs (``PODCODE_BENCH_RUNS`` when lower):
   ``main`` to torchrun's exit (``main`` runs again whole on resume), measured in the
   same run. Goal: at most 10. It can be below zero: the resumed ranks are warm (torch's
   lazy initialisation, the first DDP and autograd passes are behind them), the baseline
-  is a cold run. The baseline job may end with torch's own abort at teardown, after
-  rank 0 printed its result (seen with podcode not imported): as in the tests
+  is a cold run. The baseline job may end with torch's own abort at teardown, once
+  a rank is done and rank 0 prints its result (seen with podcode not imported): as in the tests
   (``tests/torchrun_job.torch_teardown_crash``), that run counts; any other failure
   of it stops the benchmark.
 

@@ -30,7 +30,7 @@ files in its pod's copy.
   run. Every resumed job's checksum must be the reference's (the fixed program under
   one agent with 4 ranks and podcode off, ``tests/torchrun_job.reference``), and the
   baseline's too, else the benchmark fails. A baseline job may end with torch's own
-  abort at teardown, after rank 0 printed its result
+  abort at teardown, once a rank is done and rank 0 prints its result
   (``tests/torchrun_job.torch_teardown_crash``): that run counts; any other failure of
   it stops the benchmark.
 
