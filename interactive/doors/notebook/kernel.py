@@ -241,19 +241,15 @@ class FrameKernel:
             cell.result.outputs.append(outputs.error(exc, frozenset()))
 
     def _settle(self, cell: _Cell) -> None:
-        """The cell is over: no interrupt is sent for it from now on, one sent but not yet
-        raised is dropped, and then its answer is given. An interrupt raised inside the
-        future's own lock (``Condition.__enter__`` is Python code) would leave that lock
-        held and every reader of the future waiting for good."""
+        """The cell is over: no interrupt is sent for it from now on; its answer given."""
         while True:
             try:
-                with self._lock:  # interrupt() sends only while _running is set, under it
+                with self._lock:
                     self._running = None
-                    drop_pending(threading.get_ident())
-                break
+                _answer(cell.done, cell.result)
+                return
             except BaseException:  # the cell's one interrupt, landing late: once more
                 log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
-        _answer(cell.done, cell.result)
 
     def _execute(self, source: str, result: CellResult,
                  printed: streams.Listener | None = None, frame: int | None = None) -> None:
@@ -367,12 +363,6 @@ def use_agg() -> None:
     if isinstance(chosen, str) and (chosen.lower() in OFF_SCREEN or chosen.startswith("module:")):
         return
     matplotlib.use("Agg")
-
-
-def drop_pending(ident: int) -> None:
-    """Forget an exception :func:`raise_in` sent to the thread ``ident`` that it has not
-    raised yet."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
 
 
 def raise_in(ident: int, exc_type: type[BaseException]) -> None:
