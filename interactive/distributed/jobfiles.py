@@ -8,7 +8,6 @@ file replaced at once, its mode kept.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -25,10 +24,6 @@ class Edits:
     files: list[jobfix.FileEdit]
     left: list[str]
     """Why some changed files are not carried (one line each)."""
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def edits_since(root: Path, changed: list[str], texts: dict[str, str],
@@ -54,7 +49,7 @@ def edits_since(root: Path, changed: list[str], texts: dict[str, str],
             left.append(f"{rel} is not carried: the fix would pass {MAX_FIX_BYTES >> 20} MiB")
             continue
         total += len(content)
-        base = _sha256(texts[rel].encode()) if rel in existed else None
+        base = jobfix.sha256_hex(texts[rel].encode()) if rel in existed else None
         files.append(jobfix.FileEdit(rel, content, base))
     return Edits(files, left)
 
@@ -63,7 +58,7 @@ def local_digests(root: Path, paths: list[str]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for rel in paths:
         try:
-            out[rel] = _sha256((root / rel).read_bytes())
+            out[rel] = jobfix.sha256_hex((root / rel).read_bytes())
         except FileNotFoundError:
             out[rel] = None
     return out
