@@ -60,11 +60,14 @@ ENTERED = (
 )
 
 
-def _copy(workspace: Path, *edits: tuple[str, str]) -> Path:
+def instrumented(workspace: Path, *edits: tuple[str, str],
+                 failed: tuple[str, str] = FAILED) -> Path:
+    """The example in ``workspace``, stamping when it fails (``failed``) and when each rank
+    enters ``main``, with ``edits`` made after (also used by ``bench_multipod_job``)."""
     workspace.mkdir(parents=True)
     script = Path(shutil.copy(EXAMPLE, workspace / EXAMPLE.name))
     text = script.read_text()
-    for old, new in (FAILED, ENTERED, *edits):
+    for old, new in (failed, ENTERED, *edits):
         if old not in text:
             raise RuntimeError(f"{EXAMPLE.name} no longer has {old!r}")
         text = text.replace(old, new)
@@ -72,14 +75,15 @@ def _copy(workspace: Path, *edits: tuple[str, str]) -> Path:
     return script
 
 
-def _stamp(path: Path) -> float:
+def stamp(path: Path) -> float:
+    """The time a stamp file written by the instrumented example holds."""
     return float(path.read_text())
 
 
 def baseline(folder: Path) -> float:
     """The fixed job with podcode off: both ranks in ``main`` to torchrun's exit."""
     workspace = folder / "fixed"
-    _copy(workspace)
+    instrumented(workspace)
     log = folder / "fixed.log"
     with open(log, "w") as out:
         proc = torchrun_job.start(workspace, {"PODCODE_ENABLE": "0"}, out, script=SCRIPT)
@@ -93,13 +97,13 @@ def baseline(folder: Path) -> float:
     # all the same (as in the tests); anything else is a failure of the reference job.
     if code != 0 and not torchrun_job.torch_teardown_crash(output):
         raise RuntimeError(f"the fixed job failed ({code}):\n{output}")
-    return ended - max(_stamp(workspace / f"main_{rank}") for rank in (0, 1))
+    return ended - max(stamp(workspace / f"main_{rank}") for rank in (0, 1))
 
 
 def measure(folder: Path) -> tuple[float, float]:
     """(rank 1's failure to both sessions waiting, resume to torchrun's exit)."""
     workspace = folder / "failing"
-    script = _copy(workspace, BUG)
+    script = instrumented(workspace, BUG)
     job = torchrun_job.Torchrun(workspace, folder / "home", SCRIPT)
     try:
         while not all(
@@ -108,7 +112,7 @@ def measure(folder: Path) -> tuple[float, float]:
             if job.proc.poll() is not None:
                 raise RuntimeError(f"torchrun exited:\n{job.output()}")
             time.sleep(0.02)
-        in_sessions = time.time() - _stamp(workspace / "failed_at")
+        in_sessions = time.time() - stamp(workspace / "failed_at")
         script.write_text(script.read_text().replace(BUG[1], BUG[0]))
         record = job.record(0)
         assert record is not None

@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.bench_ddp import instrumented, stamp  # noqa: E402
 from benchmarks.harness import RUNS, figure  # noqa: E402
 from tests import torchrun_job  # noqa: E402
 
@@ -66,29 +67,7 @@ FAILED = (
     "            open('failed_at', 'w').write(repr(__import__('time').time()))\n"
     "        return self.data[index]\n",
 )
-ENTERED = (
-    "    if setup:\n        ddp_setup()\n",
-    "    open(f\"main_{os.environ['RANK']}\", 'w').write(repr(__import__('time').time()))\n"
-    "    if setup:\n        ddp_setup()\n",
-)
 TIMEOUT = 300.0
-
-
-def _copy(workspace: Path, *edits: tuple[str, str]) -> Path:
-    """The example in ``workspace``, instrumented, with ``edits`` made after."""
-    workspace.mkdir(parents=True)
-    script = workspace / EXAMPLE.name
-    text = EXAMPLE.read_text()
-    for old, new in (FAILED, ENTERED, *edits):
-        if old not in text:
-            raise RuntimeError(f"{EXAMPLE.name} no longer has {old!r}")
-        text = text.replace(old, new, 1)
-    script.write_text(text)
-    return script
-
-
-def _stamp(path: Path) -> float:
-    return float(path.read_text())
 
 
 def _wait_all(jobs: list[torchrun_job.Torchrun]) -> tuple[list[int], float]:
@@ -110,7 +89,7 @@ def _pods(folder: Path, env: dict[str, str], *edits: tuple[str, str]
     jobs: list[torchrun_job.Torchrun] = []
     try:
         for node, pod in enumerate(PODS):
-            _copy(folder / pod / "workspace", *edits)
+            instrumented(folder / pod / "workspace", *edits, failed=FAILED)
             jobs.append(torchrun_job.Torchrun(
                 folder / pod / "workspace", folder / pod / "home", SCRIPT,
                 env={"POD_NAME": pod, "PODCODE_JOB_SECRET": SECRET, "PODCODE_IDE": "none",
@@ -145,7 +124,7 @@ def baseline(folder: Path, expected: str) -> float:
         raise RuntimeError(f"the fixed job failed ({codes}):\n{output}")
     if torchrun_job.checksums(output) != [expected]:
         raise RuntimeError(f"the fixed job's checksum is not the reference {expected}:\n{output}")
-    entered = [_stamp(job.workspace / f"main_{node * len(LOCAL_RANKS) + local}")
+    entered = [stamp(job.workspace / f"main_{node * len(LOCAL_RANKS) + local}")
                for node, job in enumerate(jobs) for local in LOCAL_RANKS]
     return ended - max(entered)
 
@@ -163,7 +142,7 @@ def measure(folder: Path, expected: str) -> tuple[float, float]:
                 output = "\n".join(job.output() for job in jobs)
                 raise RuntimeError(f"not every rank waited in a session:\n{output}")
             time.sleep(0.02)
-        in_sessions = time.time() - _stamp(failing.workspace / "failed_at")
+        in_sessions = time.time() - stamp(failing.workspace / "failed_at")
         torchrun_job.fix(failing.workspace / SCRIPT[0], BUG)  # the failing pod's copy only
         record = failing.record(0)  # global rank 2
         assert record is not None
