@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,12 +292,14 @@ def test_every_cell_is_answered_however_late_its_interrupt_lands(kernel: FrameKe
     An interrupt that lands while the cells' thread runs a garbage collector callback
     (hypothesis installs one, in a process that ran its tests first) is reported by Python
     as unraisable and lost: that cell just runs to its end, which the test allows."""
-    started = [kernel.execute("sum(range(2000))") for _ in range(200)]
-    while not all(cell.done() for cell in started):
-        kernel.interrupt(wait=0)
-    for cell in started:
-        result = cell.result(WAIT).as_dict()
-        assert result["ok"] or result["outputs"][-1]["ename"] == "KeyboardInterrupt"
+    for _ in range(30):  # an interrupt landing in the future's lock hung one round in ~20
+        started = [kernel.execute("sum(range(200))") for _ in range(200)]
+        deadline = time.monotonic() + WAIT
+        while not all(cell.done() for cell in started) and time.monotonic() < deadline:
+            kernel.interrupt(wait=0)
+        for cell in started:
+            result = cell.result(0).as_dict()  # every one answered, none waits for good
+            assert result["ok"] or result["outputs"][-1]["ename"] == "KeyboardInterrupt"
     assert plain(run(kernel, "total")) == ["12"]
 
 

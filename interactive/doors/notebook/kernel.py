@@ -49,7 +49,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from interactive.base.threads import start_thread
 from interactive.base.types import ExcInfo
@@ -207,24 +207,43 @@ class FrameKernel:
 
     # -- the worker thread ----------------------------------------------------------
     def _work(self) -> None:
-        """Run the queued cells until :meth:`close`. An interrupt can land anywhere here,
-        also just after its cell ended: every cell still gets its answer, and the thread
-        goes on."""
+        """Run the queued cells until :meth:`close`. A cell's one interrupt can land
+        anywhere from the moment the cell is running until :meth:`_quiet` (also in this
+        loop, between frames): every cell still gets its answer, and the thread goes on."""
         from interactive.doors.notebook import here
 
         here.attach(self)
         while True:
-            cell = None
+            cell = self._cells.get()  # nothing can interrupt the thread here (see _quiet)
+            if cell is None:
+                return
             try:
-                cell = self._cells.get()
-                if cell is None:
-                    return
                 self._run(cell)
             except BaseException:
-                log.debug("notebook: an interrupt arrived outside a cell", exc_info=True)
-            finally:
-                if cell is not None:
-                    self._settle(cell)
+                log.debug("notebook: an interrupt arrived outside the cell's code", exc_info=True)
+            while True:
+                try:
+                    self._quiet()
+                except _Quiet:
+                    break
+                except BaseException:  # the cell's interrupt landed first: once more
+                    log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
+            _answer(cell.done, cell.result)
+
+    def _quiet(self) -> NoReturn:
+        """Make sure no interrupt lands from now until the next cell runs, and raise
+        :class:`_Quiet`. None is sent (:meth:`interrupt` sends one only while ``_running``
+        is set, under the lock), and one sent that has not landed yet is replaced by
+        ``_Quiet``, which lands at once. Landing later, an interrupt could stop the thread
+        inside a lock taken by Python code (the cell's future's ``Condition``, the queue's)
+        and leave it held: the cell's reader, or the next cell's writer, would wait for
+        good."""
+        with self._lock:
+            self._running = None
+            raise_in(threading.get_ident(), _Quiet)
+            for _ in range(_SPIN):
+                pass  # each turn checks for a pending exception: _Quiet lands in the first
+        raise _Quiet  # lost (inside a garbage collector's callback, say): none is pending
 
     def _run(self, cell: _Cell) -> None:
         if not cell.done.set_running_or_notify_cancel():
@@ -239,17 +258,6 @@ class FrameKernel:
         except BaseException as exc:  # an interrupt landing as the outcome was shown
             cell.result.ok = False
             cell.result.outputs.append(outputs.error(exc, frozenset()))
-
-    def _settle(self, cell: _Cell) -> None:
-        """The cell is over: no interrupt is sent for it from now on; its answer given."""
-        while True:
-            try:
-                with self._lock:
-                    self._running = None
-                _answer(cell.done, cell.result)
-                return
-            except BaseException:  # the cell's one interrupt, landing late: once more
-                log.debug("notebook: an interrupt arrived as its cell ended", exc_info=True)
 
     def _execute(self, source: str, result: CellResult,
                  printed: streams.Listener | None = None, frame: int | None = None) -> None:
@@ -363,6 +371,16 @@ def use_agg() -> None:
     if isinstance(chosen, str) and (chosen.lower() in OFF_SCREEN or chosen.startswith("module:")):
         return
     matplotlib.use("Agg")
+
+
+_SPIN = 10_000_000
+"""Turns of :meth:`FrameKernel._quiet`'s wait for its own exception (a tenth of a second
+or so: it lands in the first)."""
+
+
+class _Quiet(BaseException):
+    """Raised by the cells' thread in itself, in place of an interrupt that has not
+    landed (:meth:`FrameKernel._quiet`)."""
 
 
 def raise_in(ident: int, exc_type: type[BaseException]) -> None:
