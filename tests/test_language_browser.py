@@ -119,6 +119,7 @@ async def test_hover_definition_completion_and_a_diagnostic_beside_the_stopped_d
             # Completion of a module's members (typed, not saved).
             await page.locator(".tab", has_text="job.py").click()
             await page.locator(".tab.active", has_text="job.py").wait_for()
+            await call.click()  # the keys go to the text, as after a person's click in it
             await page.keyboard.press("Control+End")
             await page.keyboard.press("Enter")
             await page.keyboard.type("helpers.sc")
