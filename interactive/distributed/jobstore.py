@@ -92,7 +92,7 @@ from typing import Any
 
 from interactive.base.errors import PodcodeError
 from interactive.base.types import Environ
-from interactive.distributed import jobfix
+from interactive.distributed import blame, jobfix
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +147,9 @@ def address(environ: Environ | None = None) -> StoreAddress | None:
 
 
 def pod_name(environ: Environ | None = None) -> str:
-    """This pod's name: ``POD_NAME`` (the downward API), else the host name."""
-    environ = os.environ if environ is None else environ
-    return environ.get("POD_NAME") or socket.gethostname()
+    """This pod's name (:func:`blame.pod_name`), else the host name: a job's pods need
+    a name to tell each other apart, also where no ``POD_NAME`` is given."""
+    return blame.pod_name(environ) or socket.gethostname()
 
 
 @dataclass(frozen=True)
