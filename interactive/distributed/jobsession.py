@@ -179,15 +179,14 @@ class JobSession:
                 kind, _, message = (error or "").partition(": ")
                 bug = store.claim_bug(generation, Bug(rank, store.pod, kind or "unknown",
                                                       message)).owner
-            serving = None if bug is None else store.session_pod(bug.pod)
+            if bug is None:
+                log.warning("the job's bug in its store cannot be read: this pod keeps its "
+                            "own session")
+                return None
+            return cls(store, generation, bug, store.session_pod(bug.pod))
         except JobStoreError as exc:
             log.warning("%s: this pod keeps its own session", exc)
             return None
-        if bug is None or serving is None:
-            log.warning("the job's bug in its store cannot be read: this pod keeps its own "
-                        "session")
-            return None
-        return cls(store, generation, bug, serving)
 
     def where(self) -> str:
         """Where the job's session is, for the ranks of another pod."""

@@ -238,8 +238,7 @@ class JobRole:
 
     def _lost(self, why: str) -> None:
         """The beat found the job cannot go on: tell every pod, end here."""
-        self.post(END, why)
-        self._end(why, post=False)
+        self._end(why)
 
     def _end(self, why: str, post: bool = True) -> None:
         """End this pod's ranks, their edits saved first."""
