@@ -49,13 +49,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.bench_ddp import instrumented, stamp  # noqa: E402
+from benchmarks.bench_ddp import EXAMPLE, SCRIPT, instrumented, stamp  # noqa: E402
 from benchmarks.harness import RUNS, figure  # noqa: E402
 from tests import torchrun_job  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "tests" / "ddp_examples" / "multigpu_torchrun.py"
-SCRIPT = ("multigpu_torchrun.py", "2", "1")
 PODS = ("train-multi-0", "train-multi-1")
 LOCAL_RANKS = (0, 1)
 SECRET = "a-secret-the-job's-pods-share-0123456789"
